@@ -1,0 +1,20 @@
+//! Parley's domain: identifiers and bodies parsed once into newtypes, request fingerprints,
+//! events as they appear on the wire, membership periods and the visibility rules over them.
+//!
+//! Nothing here does IO. The store and the server depend on this crate; it depends on neither.
+
+pub mod conversation;
+pub mod event;
+pub mod fingerprint;
+pub mod ids;
+pub mod limits;
+pub mod membership;
+pub mod rejection;
+
+pub use conversation::{ConvKind, ConversationView, DeliveryMode, MemberView};
+pub use event::{Event, EventKind, EventsPage};
+pub use fingerprint::RequestHash;
+pub use ids::{Body, ClientMsgId, ConvId, DeviceId, IdError, UserId};
+pub use limits::Limits;
+pub use membership::{Period, Role};
+pub use rejection::Rejection;

@@ -1,0 +1,27 @@
+//! Business rejections: requests that were understood and refused. Each maps to one stable code
+//! of SPEC §6 at the edge.
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// Never a member, or no such conversation (P10): the two are indistinguishable on purpose.
+    #[error("not a member of this conversation")]
+    NotMember,
+    #[error("{0}")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error("already a member")]
+    AlreadyMember,
+    #[error("{0} already exists")]
+    AlreadyExists(&'static str),
+    #[error("this client_msg_id was used for a different request")]
+    IdempotencyMismatch,
+    #[error("the recall window has passed")]
+    RecallWindowExpired,
+    #[error("only the sender may recall a message")]
+    NotSender,
+    #[error("the cursor belongs to another epoch of this conversation")]
+    EpochChanged,
+    #[error("{0}")]
+    BadRequest(String),
+}

@@ -1,0 +1,95 @@
+//! Requests and answers of the store, in domain types.
+
+use parley_domain::{
+    Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, RequestHash, UserId,
+};
+
+/// The device a token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    pub user_id: UserId,
+    pub device_id: DeviceId,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub user_id: UserId,
+    pub display_name: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewConversation {
+    pub creator: UserId,
+    pub kind: ConvKind,
+    /// Group id chosen by the client; generated when absent. Ignored for direct chats.
+    pub conv_id: Option<ConvId>,
+    /// The other initial members, caller and duplicates already removed, in request order.
+    pub members: Vec<UserId>,
+    pub title: Option<String>,
+    /// Explicit delivery mode; `None` lets the member count decide against `pull_threshold`.
+    pub delivery_mode: Option<DeliveryMode>,
+    pub pull_threshold: u32,
+    pub recall_window_ms: i64,
+    pub retention_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreatedConversation {
+    pub conv_id: ConvId,
+    /// False when a direct conversation of the pair already existed.
+    pub created: bool,
+    /// The join events written, in seq order (empty when nothing was created).
+    pub events: Vec<Event>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SendRequest {
+    pub conv_id: ConvId,
+    pub sender_user: UserId,
+    pub sender_device: DeviceId,
+    pub client_msg_id: ClientMsgId,
+    pub body: Body,
+    pub request_hash: RequestHash,
+}
+
+impl SendRequest {
+    pub fn new(
+        conv_id: ConvId,
+        sender_user: UserId,
+        sender_device: DeviceId,
+        client_msg_id: ClientMsgId,
+        body: Body,
+    ) -> Self {
+        let request_hash = RequestHash::of_message(body.as_str());
+        Self { conv_id, sender_user, sender_device, client_msg_id, body, request_hash }
+    }
+}
+
+/// The answer to a send: the ack fields, plus the committed event when this call wrote it.
+#[derive(Debug, Clone)]
+pub struct SendOutcome {
+    pub conv_id: ConvId,
+    pub seq: i64,
+    pub message_id: uuid::Uuid,
+    pub dup: bool,
+    /// True when the original event was purged and the answer came from its tombstone.
+    pub purged: bool,
+    /// The event this call committed; `None` for a replay.
+    pub event: Option<Event>,
+}
+
+/// A membership change that was committed: the event, and the conversation's delivery mode
+/// after it.
+#[derive(Debug, Clone)]
+pub struct MembershipChange {
+    pub event: Event,
+}
+
+/// Which way an events read goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventsQuery {
+    /// Ascending from an exclusive cursor; `epoch` is the cursor's epoch when the client has one.
+    After { after: i64, epoch: Option<i64> },
+    /// Descending below an exclusive cursor; `None` is the newest page.
+    Before { before: Option<i64> },
+}
