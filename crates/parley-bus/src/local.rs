@@ -30,7 +30,11 @@ impl Default for LocalBus {
 
 impl EventBus for LocalBus {
     fn announce(&self, event: Arc<Event>) {
-        let a = Announcement { conv_id: event.conv_id.clone(), head: event.seq, event: Some(event) };
+        let a = Announcement {
+            conv_id: event.conv_id.clone(),
+            head: event.seq,
+            event: Some(event),
+        };
         // No subscriber is not an error: nobody is online.
         let _ = self.tx.send(a);
     }

@@ -40,8 +40,14 @@ mod tests {
 
     #[test]
     fn same_body_same_hash_other_body_other_hash() {
-        assert_eq!(RequestHash::of_message("你好"), RequestHash::of_message("你好"));
-        assert_ne!(RequestHash::of_message("你好"), RequestHash::of_message("你好呀"));
+        assert_eq!(
+            RequestHash::of_message("你好"),
+            RequestHash::of_message("你好")
+        );
+        assert_ne!(
+            RequestHash::of_message("你好"),
+            RequestHash::of_message("你好呀")
+        );
         assert_eq!(RequestHash::of_message("x").as_str().len(), 64);
     }
 }

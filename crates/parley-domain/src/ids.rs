@@ -20,7 +20,10 @@ pub enum IdError {
     #[error("{what} is longer than {max} bytes")]
     TooLong { what: &'static str, max: usize },
     #[error("{what} may contain only letters, digits and . _ - @{extra}")]
-    BadChar { what: &'static str, extra: &'static str },
+    BadChar {
+        what: &'static str,
+        extra: &'static str,
+    },
     #[error("group conversation ids may not start with \"dm:\"")]
     ReservedPrefix,
 }
@@ -32,11 +35,16 @@ fn check_token(s: &str, what: &'static str, max: usize, colon_ok: bool) -> Resul
     if s.len() > max {
         return Err(IdError::TooLong { what, max });
     }
-    let ok = s
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@') || (colon_ok && b == b':'));
+    let ok = s.bytes().all(|b| {
+        b.is_ascii_alphanumeric()
+            || matches!(b, b'.' | b'_' | b'-' | b'@')
+            || (colon_ok && b == b':')
+    });
     if !ok {
-        return Err(IdError::BadChar { what, extra: if colon_ok { " :" } else { "" } });
+        return Err(IdError::BadChar {
+            what,
+            extra: if colon_ok { " :" } else { "" },
+        });
     }
     Ok(())
 }
@@ -146,7 +154,10 @@ impl ClientMsgId {
             return Err(IdError::Empty { what });
         }
         if s.len() > CLIENT_MSG_ID_LEN_MAX {
-            return Err(IdError::TooLong { what, max: CLIENT_MSG_ID_LEN_MAX });
+            return Err(IdError::TooLong {
+                what,
+                max: CLIENT_MSG_ID_LEN_MAX,
+            });
         }
         if s.chars().any(char::is_control) {
             return Err(IdError::BadChar { what, extra: "" });
@@ -178,7 +189,10 @@ impl Body {
             return Err(BodyError::Empty);
         }
         if s.len() > body_bytes_max {
-            return Err(BodyError::TooLarge { len: s.len(), max: body_bytes_max });
+            return Err(BodyError::TooLarge {
+                len: s.len(),
+                max: body_bytes_max,
+            });
         }
         Ok(Self(s.to_owned()))
     }
@@ -219,7 +233,10 @@ mod tests {
     fn body_limit_counts_utf8_bytes() {
         // The second seed's teaching limit: "你好" is 6 bytes, "你好呀" is 9.
         assert!(Body::parse("你好", 6).is_ok());
-        assert_eq!(Body::parse("你好呀", 6), Err(BodyError::TooLarge { len: 9, max: 6 }));
+        assert_eq!(
+            Body::parse("你好呀", 6),
+            Err(BodyError::TooLarge { len: 9, max: 6 })
+        );
         assert_eq!(Body::parse("", 6), Err(BodyError::Empty));
     }
 

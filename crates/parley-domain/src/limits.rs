@@ -23,11 +23,16 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { body_bytes_max: BODY_BYTES_MAX_DEFAULT, request_bytes_max: REQUEST_BYTES_MAX_DEFAULT }
+        Self {
+            body_bytes_max: BODY_BYTES_MAX_DEFAULT,
+            request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
+        }
     }
 }
 
 /// Clamps a requested page size into `1..=PAGE_LIMIT_MAX`; `None` takes the default.
 pub fn page_limit(requested: Option<u32>) -> u32 {
-    requested.unwrap_or(PAGE_LIMIT_DEFAULT).clamp(1, PAGE_LIMIT_MAX)
+    requested
+        .unwrap_or(PAGE_LIMIT_DEFAULT)
+        .clamp(1, PAGE_LIMIT_MAX)
 }

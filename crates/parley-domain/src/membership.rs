@@ -88,9 +88,18 @@ pub struct CurrentMember<U> {
 /// earliest-joined remaining member (SPEC §4). `None` when nobody remains.
 pub fn next_owner<U: Clone>(remaining: &[CurrentMember<U>]) -> Option<U> {
     let earliest = |role: Role| {
-        remaining.iter().filter(|m| m.role == role).min_by_key(|m| m.from_seq).map(|m| m.user.clone())
+        remaining
+            .iter()
+            .filter(|m| m.role == role)
+            .min_by_key(|m| m.from_seq)
+            .map(|m| m.user.clone())
     };
-    earliest(Role::Admin).or_else(|| remaining.iter().min_by_key(|m| m.from_seq).map(|m| m.user.clone()))
+    earliest(Role::Admin).or_else(|| {
+        remaining
+            .iter()
+            .min_by_key(|m| m.from_seq)
+            .map(|m| m.user.clone())
+    })
 }
 
 #[cfg(test)]
@@ -99,7 +108,16 @@ mod tests {
 
     #[test]
     fn ranges_clip_to_window_and_sort() {
-        let ps = [Period { from_seq: 10, to_seq: None }, Period { from_seq: 2, to_seq: Some(5) }];
+        let ps = [
+            Period {
+                from_seq: 10,
+                to_seq: None,
+            },
+            Period {
+                from_seq: 2,
+                to_seq: Some(5),
+            },
+        ];
         assert_eq!(visible_ranges(&ps, 4, 20), vec![(4, 5), (10, 20)]);
         assert_eq!(visible_ranges(&ps, 6, 9), vec![]);
         assert!(is_visible(&ps, 5) && !is_visible(&ps, 6) && is_visible(&ps, 99));
@@ -107,8 +125,16 @@ mod tests {
 
     #[test]
     fn ownership_passes_to_earliest_admin_then_member() {
-        let m = |user: &str, role, from_seq| CurrentMember { user: user.to_owned(), role, from_seq };
-        let rest = [m("b", Role::Member, 2), m("c", Role::Admin, 5), m("d", Role::Admin, 4)];
+        let m = |user: &str, role, from_seq| CurrentMember {
+            user: user.to_owned(),
+            role,
+            from_seq,
+        };
+        let rest = [
+            m("b", Role::Member, 2),
+            m("c", Role::Admin, 5),
+            m("d", Role::Admin, 4),
+        ];
         assert_eq!(next_owner(&rest).as_deref(), Some("d"));
         let rest = [m("b", Role::Member, 3), m("c", Role::Member, 2)];
         assert_eq!(next_owner(&rest).as_deref(), Some("c"));

@@ -61,7 +61,14 @@ impl SendRequest {
         body: Body,
     ) -> Self {
         let request_hash = RequestHash::of_message(body.as_str());
-        Self { conv_id, sender_user, sender_device, client_msg_id, body, request_hash }
+        Self {
+            conv_id,
+            sender_user,
+            sender_device,
+            client_msg_id,
+            body,
+            request_hash,
+        }
     }
 }
 
