@@ -1,4 +1,17 @@
-//! PostgreSQL implementation of the store (placeholder until the real one lands).
+//! PostgreSQL implementation of the store.
+//!
+//! Writes to one conversation serialise on its row (`SELECT … FOR NO KEY UPDATE`: it conflicts
+//! with itself like `FOR UPDATE`, but not with the key-share locks that foreign-key checks of
+//! other tables take). Reads run in a read-only REPEATABLE READ transaction, so a page, its
+//! `head` and the reader's periods come from one snapshot.
+
+mod admin;
+mod membership;
+mod read;
+mod rows;
+mod send;
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use parley_domain::{ConvId, ConversationView, DeviceId, EventsPage, Role, UserId};
@@ -7,13 +20,14 @@ use sqlx::PgPool;
 
 use crate::{error::StoreError, store::Store, types::*};
 
+/// How long a request waits for a pooled connection before the store counts as unavailable.
+const POOL_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
-}
-
-fn todo_err() -> StoreError {
-    StoreError::Unavailable("not implemented yet".into())
 }
 
 impl PgStore {
@@ -21,9 +35,14 @@ impl PgStore {
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(pool_size)
+            .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
             .connect(url)
             .await?;
         Ok(Self { pool })
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -34,79 +53,107 @@ impl PgStore {
 #[async_trait]
 impl Store for PgStore {
     async fn migrate(&self) -> Result<(), StoreError> {
-        Err(todo_err())
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()))
     }
+
     async fn ping(&self) -> Result<(), StoreError> {
-        Err(todo_err())
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
     }
-    async fn create_user(&self, _: &UserId, _: Option<&str>) -> Result<User, StoreError> {
-        Err(todo_err())
+
+    async fn create_user(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+    ) -> Result<User, StoreError> {
+        admin::create_user(&self.pool, user_id, display_name).await
     }
+
     async fn issue_device_token(
         &self,
-        _: &UserId,
-        _: &DeviceId,
-        _: &str,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        token_hash: &str,
     ) -> Result<(), StoreError> {
-        Err(todo_err())
+        admin::issue_device_token(&self.pool, user_id, device_id, token_hash).await
     }
-    async fn revoke_device(&self, _: &UserId, _: &DeviceId) -> Result<(), StoreError> {
-        Err(todo_err())
+
+    async fn revoke_device(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+    ) -> Result<(), StoreError> {
+        admin::revoke_device(&self.pool, user_id, device_id).await
     }
-    async fn authenticate(&self, _: &str) -> Result<Option<DeviceIdentity>, StoreError> {
-        Err(todo_err())
+
+    async fn authenticate(&self, token_hash: &str) -> Result<Option<DeviceIdentity>, StoreError> {
+        admin::authenticate(&self.pool, token_hash).await
     }
+
     async fn create_conversation(
         &self,
-        _: &NewConversation,
+        req: &NewConversation,
     ) -> Result<CreatedConversation, StoreError> {
-        Err(todo_err())
+        membership::create_conversation(&self.pool, req).await
     }
+
     async fn get_conversation(
         &self,
-        _: &ConvId,
-        _: &UserId,
+        conv_id: &ConvId,
+        viewer: &UserId,
     ) -> Result<ConversationView, StoreError> {
-        Err(todo_err())
+        read::get_conversation(&self.pool, conv_id, viewer).await
     }
-    async fn list_conversations(&self, _: &UserId) -> Result<Vec<ConversationView>, StoreError> {
-        Err(todo_err())
+
+    async fn list_conversations(
+        &self,
+        viewer: &UserId,
+    ) -> Result<Vec<ConversationView>, StoreError> {
+        read::list_conversations(&self.pool, viewer).await
     }
+
     async fn add_member(
         &self,
-        _: &ConvId,
-        _: &UserId,
-        _: &UserId,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target: &UserId,
     ) -> Result<MembershipChange, StoreError> {
-        Err(todo_err())
+        membership::add_member(&self.pool, conv_id, actor, target).await
     }
+
     async fn remove_member(
         &self,
-        _: &ConvId,
-        _: &UserId,
-        _: &UserId,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target: &UserId,
     ) -> Result<MembershipChange, StoreError> {
-        Err(todo_err())
+        membership::remove_member(&self.pool, conv_id, actor, target).await
     }
+
     async fn set_role(
         &self,
-        _: &ConvId,
-        _: &UserId,
-        _: &UserId,
-        _: Role,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target: &UserId,
+        role: Role,
     ) -> Result<Role, StoreError> {
-        Err(todo_err())
+        membership::set_role(&self.pool, conv_id, actor, target, role).await
     }
-    async fn send(&self, _: &SendRequest) -> Result<SendOutcome, StoreError> {
-        Err(todo_err())
+
+    async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
+        send::send(&self.pool, req).await
     }
+
     async fn events(
         &self,
-        _: &ConvId,
-        _: &UserId,
-        _: EventsQuery,
-        _: u32,
+        conv_id: &ConvId,
+        viewer: &UserId,
+        query: EventsQuery,
+        limit: u32,
     ) -> Result<EventsPage, StoreError> {
-        Err(todo_err())
+        read::events(&self.pool, conv_id, viewer, query, limit).await
     }
 }

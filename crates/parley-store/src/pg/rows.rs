@@ -1,0 +1,49 @@
+//! Row decoding and the commit helper shared by the PostgreSQL modules.
+
+use chrono::{DateTime, Utc};
+use parley_domain::{ConvId, Event, EventKind, UserId};
+use sqlx::postgres::PgRow;
+use sqlx::{Postgres, Row, Transaction};
+
+use crate::error::StoreError;
+
+/// The event columns every read selects, in the order `event_from_row` expects.
+pub(super) const EVENT_COLUMNS: &str =
+    "seq, kind, created_at, message_id, sender_user, sender_device, \
+     client_msg_id, body, subject_user, target_seq, recalled_at";
+
+pub(super) fn event_from_row(conv_id: &ConvId, row: &PgRow) -> Result<Event, StoreError> {
+    let kind: String = row.try_get("kind")?;
+    let kind = EventKind::parse(&kind)
+        .ok_or_else(|| StoreError::Unavailable(format!("unknown event kind in store: {kind}")))?;
+    let recalled_at: Option<DateTime<Utc>> = row.try_get("recalled_at")?;
+    let recalled = recalled_at.is_some();
+    let body: Option<String> = if recalled { None } else { row.try_get("body")? };
+    Ok(Event {
+        conv_id: conv_id.clone(),
+        seq: row.try_get("seq")?,
+        kind,
+        created_at: row.try_get("created_at")?,
+        message_id: row.try_get("message_id")?,
+        sender_user: row
+            .try_get::<Option<String>, _>("sender_user")?
+            .map(UserId::from_trusted),
+        sender_device: row.try_get("sender_device")?,
+        client_msg_id: row.try_get("client_msg_id")?,
+        body,
+        recalled,
+        subject_user: row
+            .try_get::<Option<String>, _>("subject_user")?
+            .map(UserId::from_trusted),
+        target_seq: row.try_get("target_seq")?,
+    })
+}
+
+/// Commits a write transaction. Any failure here is reported as an unknown outcome (P6): the
+/// commit may have reached the server before the connection failed, and only a retry with the
+/// same request key tells the client the truth.
+pub(super) async fn commit(tx: Transaction<'_, Postgres>) -> Result<(), StoreError> {
+    tx.commit()
+        .await
+        .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+}
