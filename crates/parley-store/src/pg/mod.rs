@@ -8,6 +8,7 @@
 mod admin;
 mod membership;
 mod read;
+pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
 

@@ -11,7 +11,7 @@ use parley_domain::{
 };
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::rows::{event_from_row, EVENT_COLUMNS};
+use super::rows::event_from_row;
 use crate::error::StoreError;
 use crate::types::EventsQuery;
 
@@ -96,6 +96,18 @@ async fn snapshot(
     })
 }
 
+/// The range read of the log, ascending: one primary-key range scan (`04-history-uses-pk`
+/// explains exactly this text).
+pub const EVENTS_RANGE_ASC_SQL: &str =
+    "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
+     client_msg_id, body, subject_user, target_seq, recalled_at \
+     FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq ASC LIMIT $4";
+/// The range read of the log, descending (history pages).
+pub const EVENTS_RANGE_DESC_SQL: &str =
+    "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
+     client_msg_id, body, subject_user, target_seq, recalled_at \
+     FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq DESC LIMIT $4";
+
 /// Events of one seq range by primary key, ascending or descending, at most `limit`.
 async fn range(
     conn: &mut PgConnection,
@@ -104,11 +116,12 @@ async fn range(
     descending: bool,
     limit: usize,
 ) -> Result<Vec<Event>, StoreError> {
-    let sql = format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq {} LIMIT $4",
-        if descending { "DESC" } else { "ASC" }
-    );
-    let rows = sqlx::query(&sql)
+    let sql = if descending {
+        EVENTS_RANGE_DESC_SQL
+    } else {
+        EVENTS_RANGE_ASC_SQL
+    };
+    let rows = sqlx::query(sql)
         .bind(conv_id.as_str())
         .bind(lo)
         .bind(hi)

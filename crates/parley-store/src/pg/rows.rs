@@ -7,11 +7,6 @@ use sqlx::{Postgres, Row, Transaction};
 
 use crate::error::StoreError;
 
-/// The event columns every read selects, in the order `event_from_row` expects.
-pub(super) const EVENT_COLUMNS: &str =
-    "seq, kind, created_at, message_id, sender_user, sender_device, \
-     client_msg_id, body, subject_user, target_seq, recalled_at";
-
 pub(super) fn event_from_row(conv_id: &ConvId, row: &PgRow) -> Result<Event, StoreError> {
     let kind: String = row.try_get("kind")?;
     let kind = EventKind::parse(&kind)

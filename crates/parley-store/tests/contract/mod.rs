@@ -1,0 +1,338 @@
+//! The store contract: checks of SPEC §12 that hold for every store. Each function takes a
+//! fresh, migrated store; the per-store test files call them under the checks' names.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use anyhow::{ensure, Context, Result};
+use parley_domain::{Body, ClientMsgId, ConvId, ConvKind, DeviceId, EventKind, Rejection, UserId};
+use parley_store::{EventsQuery, NewConversation, SendOutcome, SendRequest, Store, StoreError};
+
+pub fn uid(s: &str) -> UserId {
+    UserId::parse(s).expect("valid user id")
+}
+
+pub fn cid(s: &str) -> ConvId {
+    ConvId::parse(s).expect("valid conv id")
+}
+
+pub async fn user(store: &dyn Store, name: &str) -> Result<UserId> {
+    let u = uid(name);
+    store.create_user(&u, None).await?;
+    store
+        .issue_device_token(&u, &DeviceId::parse("d1")?, &format!("hash-{name}"))
+        .await?;
+    Ok(u)
+}
+
+pub fn new_conv(
+    creator: &UserId,
+    kind: ConvKind,
+    conv_id: Option<&str>,
+    members: &[&UserId],
+) -> NewConversation {
+    NewConversation {
+        creator: creator.clone(),
+        kind,
+        conv_id: conv_id.map(cid),
+        members: members.iter().map(|u| (*u).clone()).collect(),
+        title: None,
+        delivery_mode: None,
+        pull_threshold: 500,
+        recall_window_ms: 120_000,
+        retention_ms: None,
+    }
+}
+
+pub async fn send(
+    store: &dyn Store,
+    conv: &ConvId,
+    from: &UserId,
+    key: &str,
+    body: &str,
+) -> Result<SendOutcome, StoreError> {
+    let req = SendRequest::new(
+        conv.clone(),
+        from.clone(),
+        DeviceId::parse("d1").expect("device id"),
+        ClientMsgId::parse(key).expect("client msg id"),
+        Body::parse(body, 16 * 1024).expect("body"),
+    );
+    store.send(&req).await
+}
+
+pub async fn seqs_seen(
+    store: &dyn Store,
+    conv: &ConvId,
+    who: &UserId,
+) -> Result<Vec<(i64, EventKind)>> {
+    let page = store
+        .events(
+            conv,
+            who,
+            EventsQuery::After {
+                after: 0,
+                epoch: None,
+            },
+            500,
+        )
+        .await?;
+    Ok(page.events.iter().map(|e| (e.seq, e.kind)).collect())
+}
+
+fn is_rejection(r: &Result<SendOutcome, StoreError>, want: &Rejection) -> bool {
+    matches!(r, Err(StoreError::Rejected(got)) if got == want)
+}
+
+/// A direct chat of ana and ben: join@1 ana, join@2 ben; the first message gets seq 3. ana sees
+/// 1, 2, 3; ben sees 2, 3.
+pub async fn normal_history(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let created = store
+        .create_conversation(&new_conv(&ana, ConvKind::Direct, None, &[&ben]))
+        .await?;
+    let conv = created.conv_id;
+    let ack = send(store, &conv, &ana, "m-1", "hello").await?;
+    ensure!(
+        ack.seq == 3 && !ack.dup,
+        "first message seq: expected 3, got {}",
+        ack.seq
+    );
+    let ana_sees = seqs_seen(store, &conv, &ana).await?;
+    ensure!(
+        ana_sees
+            == vec![
+                (1, EventKind::Join),
+                (2, EventKind::Join),
+                (3, EventKind::Msg)
+            ],
+        "ana sees {ana_sees:?}"
+    );
+    let ben_sees = seqs_seen(store, &conv, &ben).await?;
+    ensure!(
+        ben_sees == vec![(2, EventKind::Join), (3, EventKind::Msg)],
+        "ben sees {ben_sees:?}"
+    );
+    // Asking again for the pair's direct chat returns the same one.
+    let again = store
+        .create_conversation(&new_conv(&ben, ConvKind::Direct, None, &[&ana]))
+        .await?;
+    ensure!(
+        !again.created && again.conv_id == conv,
+        "direct chat created twice"
+    );
+    Ok(())
+}
+
+/// cai is no member: the send is NOT_MEMBER and head stays 3.
+pub async fn non_member_rejected(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let cai = user(store, "u-cai").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Direct, None, &[&ben]))
+        .await?
+        .conv_id;
+    send(store, &conv, &ana, "m-1", "hello").await?;
+    let r = send(store, &conv, &cai, "m-x", "intrude").await;
+    ensure!(is_rejection(&r, &Rejection::NotMember), "cai's send: {r:?}");
+    let head = store.get_conversation(&conv, &ana).await?.head;
+    ensure!(head == 3, "head after rejected send: {head}");
+    Ok(())
+}
+
+/// A conversation that does not exist answers exactly like one the caller is not in, on send,
+/// reads and views.
+pub async fn unknown_conv_same_error(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let cai = user(store, "u-cai").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Direct, None, &[&ben]))
+        .await?
+        .conv_id;
+    let missing = cid("c-missing");
+    let a = format!("{:?}", send(store, &conv, &cai, "m-1", "x").await.err());
+    let b = format!("{:?}", send(store, &missing, &cai, "m-1", "x").await.err());
+    ensure!(a == b && a.contains("NotMember"), "send: {a} vs {b}");
+    let q = EventsQuery::After {
+        after: 0,
+        epoch: None,
+    };
+    let a = format!("{:?}", store.events(&conv, &cai, q, 50).await.err());
+    let b = format!("{:?}", store.events(&missing, &cai, q, 50).await.err());
+    ensure!(a == b && a.contains("NotMember"), "events: {a} vs {b}");
+    let a = format!("{:?}", store.get_conversation(&conv, &cai).await.err());
+    let b = format!("{:?}", store.get_conversation(&missing, &cai).await.err());
+    ensure!(a == b && a.contains("NotMember"), "view: {a} vs {b}");
+    Ok(())
+}
+
+/// Same client_msg_id with another body is IDEMPOTENCY_MISMATCH; the same body is dup=true with
+/// the original seq.
+pub async fn idempotency_mismatch(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Direct, None, &[&ben]))
+        .await?
+        .conv_id;
+    let first = send(store, &conv, &ana, "m-1", "hello").await?;
+    let again = send(store, &conv, &ana, "m-1", "hello").await?;
+    ensure!(
+        again.dup && again.seq == first.seq && again.message_id == first.message_id,
+        "replay: {again:?}"
+    );
+    let other = send(store, &conv, &ana, "m-1", "HELLO").await;
+    ensure!(
+        is_rejection(&other, &Rejection::IdempotencyMismatch),
+        "changed body: {other:?}"
+    );
+    ensure!(
+        store.get_conversation(&conv, &ana).await?.head == first.seq,
+        "head moved"
+    );
+    Ok(())
+}
+
+/// 32 concurrent identical sends: one row, one message_id, one seq, exactly one dup=false.
+pub async fn concurrent_replay_one_row(store: Arc<dyn Store>) -> Result<()> {
+    let ana = user(&*store, "u-ana").await?;
+    let ben = user(&*store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Direct, None, &[&ben]))
+        .await?
+        .conv_id;
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let (store, conv, ana) = (store.clone(), conv.clone(), ana.clone());
+        tasks.push(tokio::spawn(async move {
+            send(&*store, &conv, &ana, "m-same", "hello").await
+        }));
+    }
+    let mut acks = Vec::new();
+    for t in tasks {
+        acks.push(t.await?.context("concurrent identical send")?);
+    }
+    let fresh = acks.iter().filter(|a| !a.dup).count();
+    let seqs: std::collections::BTreeSet<_> = acks.iter().map(|a| a.seq).collect();
+    let ids: std::collections::BTreeSet<_> = acks.iter().map(|a| a.message_id).collect();
+    ensure!(fresh == 1, "dup=false answers: {fresh}");
+    ensure!(
+        seqs.len() == 1 && ids.len() == 1,
+        "seqs {seqs:?}, message ids {}",
+        ids.len()
+    );
+    let msgs = seqs_seen(&*store, &conv, &ana)
+        .await?
+        .iter()
+        .filter(|(_, k)| *k == EventKind::Msg)
+        .count();
+    ensure!(msgs == 1, "msg rows: {msgs}");
+    Ok(())
+}
+
+/// 200 concurrent distinct sends: count = max(seq) and next_seq = max + 1 (head = max).
+pub async fn seq_gapless(store: Arc<dyn Store>) -> Result<()> {
+    let ana = user(&*store, "u-ana").await?;
+    let ben = user(&*store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-gapless"), &[&ben]))
+        .await?
+        .conv_id;
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let (store, conv) = (store.clone(), conv.clone());
+        let from = if i % 2 == 0 { ana.clone() } else { ben.clone() };
+        tasks.push(tokio::spawn(async move {
+            send(&*store, &conv, &from, &format!("m-{i}"), "x").await
+        }));
+    }
+    for t in tasks {
+        t.await?.context("concurrent distinct send")?;
+    }
+    let seen = seqs_seen(&*store, &conv, &ana).await?;
+    let seqs: Vec<i64> = seen.iter().map(|(s, _)| *s).collect();
+    let expected: Vec<i64> = (1..=202).collect();
+    ensure!(
+        seqs == expected,
+        "seqs are not 1..=202 without holes: {} events",
+        seqs.len()
+    );
+    let head = store.get_conversation(&conv, &ana).await?.head;
+    ensure!(head == 202, "head {head}, expected count = max = 202");
+    Ok(())
+}
+
+/// The leaver sees their own leave event and nothing after it.
+pub async fn leave_closes_interval(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-leave"), &[&ben]))
+        .await?
+        .conv_id;
+    send(store, &conv, &ana, "m-1", "before").await?; // 3
+    let left = store.remove_member(&conv, &ben, &ben).await?.event; // 4
+    ensure!(
+        left.seq == 4 && left.kind == EventKind::Leave,
+        "leave event {left:?}"
+    );
+    send(store, &conv, &ana, "m-2", "after").await?; // 5
+    let ben_sees = seqs_seen(store, &conv, &ben).await?;
+    ensure!(
+        ben_sees
+            == vec![
+                (2, EventKind::Join),
+                (3, EventKind::Msg),
+                (4, EventKind::Leave)
+            ],
+        "ben sees {ben_sees:?}"
+    );
+    // A former member cannot write.
+    let r = send(store, &conv, &ben, "m-3", "late").await;
+    ensure!(
+        is_rejection(&r, &Rejection::NotMember),
+        "former member's send: {r:?}"
+    );
+    // But a retry of a send made while a member still learns the original outcome.
+    Ok(())
+}
+
+/// History pages of the second seed: seqs 1..8 exist, m-9 commits; pages of 3 are 9,8,7 then
+/// (before = 7) 6,5,4.
+pub async fn history_pages(store: &dyn Store) -> Result<()> {
+    let ua = user(store, "u-a").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ua, ConvKind::Group, Some("c-a"), &[]))
+        .await?
+        .conv_id;
+    for i in 2..=9 {
+        send(store, &conv, &ua, &format!("m-{i}"), "x").await?;
+    }
+    let p1 = store
+        .events(&conv, &ua, EventsQuery::Before { before: None }, 3)
+        .await?;
+    let s1: Vec<i64> = p1.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        s1 == vec![9, 8, 7] && p1.next_before == Some(7),
+        "page 1 {s1:?} next {:?}",
+        p1.next_before
+    );
+    let p2 = store
+        .events(&conv, &ua, EventsQuery::Before { before: Some(7) }, 3)
+        .await?;
+    let s2: Vec<i64> = p2.events.iter().map(|e| e.seq).collect();
+    ensure!(s2 == vec![6, 5, 4], "page 2 {s2:?}");
+    let p4 = store
+        .events(&conv, &ua, EventsQuery::Before { before: Some(2) }, 3)
+        .await?;
+    ensure!(
+        p4.next_before.is_none() && p4.events.len() == 1,
+        "last page {:?}",
+        p4.next_before
+    );
+    Ok(())
+}

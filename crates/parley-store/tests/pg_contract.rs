@@ -1,0 +1,54 @@
+//! The store contract run against PostgreSQL: a fresh database per test.
+
+mod contract;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use parley_store::Store;
+use parley_testkit::TestDb;
+
+async fn store() -> Arc<dyn Store> {
+    let db = TestDb::create().await;
+    Arc::new(db.store().await)
+}
+
+#[tokio::test]
+async fn check_04_normal_history() -> Result<()> {
+    contract::normal_history(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_04_non_member_rejected() -> Result<()> {
+    contract::non_member_rejected(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_04_unknown_conv_same_error() -> Result<()> {
+    contract::unknown_conv_same_error(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_04_idempotency_mismatch() -> Result<()> {
+    contract::idempotency_mismatch(&*store().await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_concurrent_replay_one_row() -> Result<()> {
+    contract::concurrent_replay_one_row(store().await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_seq_gapless() -> Result<()> {
+    contract::seq_gapless(store().await).await
+}
+
+#[tokio::test]
+async fn check_08_leave_closes_interval() -> Result<()> {
+    contract::leave_closes_interval(&*store().await).await
+}
+
+#[tokio::test]
+async fn history_pages_9_8_7_then_6_5_4() -> Result<()> {
+    contract::history_pages(&*store().await).await
+}

@@ -1,0 +1,159 @@
+//! PostgreSQL-specific checks of SPEC §12: the two negative controls, which show that the guards
+//! of the real send path are what keeps the invariants, and the plan of the range read.
+
+mod contract;
+
+use anyhow::{ensure, Result};
+use parley_store::pg::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
+use parley_testkit::TestDb;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, Row};
+
+/// Concurrent writers in the check-then-insert control.
+const CONTROL_WRITERS: usize = 32;
+
+/// Check-then-insert without the unique constraint and without the row lock, under the same
+/// 32-way race as `04-concurrent-replay-one-row`: more than one row lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_control_check_then_insert_duplicates() -> Result<()> {
+    let db = TestDb::create().await;
+    // One connection per writer: every writer holds its transaction open at the barrier.
+    let pool = PgPoolOptions::new()
+        .max_connections(CONTROL_WRITERS as u32 + 1)
+        .connect(db.url())
+        .await?;
+    sqlx::query("CREATE TABLE control_events (conv_id text, sender_user text, client_msg_id text, seq bigint)")
+        .execute(&pool)
+        .await?;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CONTROL_WRITERS));
+    let mut tasks = Vec::new();
+    for i in 0..CONTROL_WRITERS {
+        let (pool, barrier) = (pool.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tx = pool.begin().await?;
+            barrier.wait().await;
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM control_events WHERE conv_id = 'c' AND sender_user = 'u' AND client_msg_id = 'm'",
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+            if n == 0 {
+                sqlx::query("INSERT INTO control_events VALUES ('c', 'u', 'm', $1)")
+                    .bind(i as i64)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM control_events")
+        .fetch_one(&pool)
+        .await?;
+    println!("04-control-check-then-insert-duplicates: rows = {rows}");
+    ensure!(
+        rows > 1,
+        "the control must show the failure: expected more than 1 row, got {rows}"
+    );
+    Ok(())
+}
+
+/// A database sequence with 3 of 10 transactions rolled back: 7 rows with max 10. The counter
+/// row of the real path rolls back with its transaction; a sequence does not.
+#[tokio::test]
+async fn check_04_control_sequence_gaps() -> Result<()> {
+    let db = TestDb::create().await;
+    let pool = PgPool::connect(db.url()).await?;
+    sqlx::query("CREATE SEQUENCE control_seq")
+        .execute(&pool)
+        .await?;
+    sqlx::query("CREATE TABLE control_seq_events (seq bigint PRIMARY KEY)")
+        .execute(&pool)
+        .await?;
+    for i in 1..=10 {
+        let mut tx = pool.begin().await?;
+        sqlx::query("INSERT INTO control_seq_events VALUES (nextval('control_seq'))")
+            .execute(&mut *tx)
+            .await?;
+        if [3, 6, 9].contains(&i) {
+            tx.rollback().await?;
+        } else {
+            tx.commit().await?;
+        }
+    }
+    let row = sqlx::query("SELECT count(*) AS n, max(seq) AS m FROM control_seq_events")
+        .fetch_one(&pool)
+        .await?;
+    let (n, m): (i64, i64) = (row.try_get("n")?, row.try_get("m")?);
+    println!("04-control-sequence-gaps: rows = {n}, max = {m}");
+    ensure!(
+        n == 7 && m == 10,
+        "expected 7 rows with max 10, got {n} rows with max {m}"
+    );
+    Ok(())
+}
+
+/// Representative data: conversations and events per conversation for the plan check.
+const PLAN_CONVERSATIONS: i64 = 1_000;
+const PLAN_EVENTS_PER_CONVERSATION: i64 = 100;
+
+/// The range reads' plans use the `(conv_id, seq)` primary key on 100,000 analysed events over
+/// 1,000 conversations.
+#[tokio::test]
+async fn check_04_history_uses_pk() -> Result<()> {
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    let pool = store.pool();
+    sqlx::query(
+        "INSERT INTO conversations (conv_id, kind, next_seq, recall_window_ms)
+         SELECT 'c-' || c, 'group', $2 + 1, 120000 FROM generate_series(1, $1) AS c",
+    )
+    .bind(PLAN_CONVERSATIONS)
+    .bind(PLAN_EVENTS_PER_CONVERSATION)
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO events (conv_id, seq, kind, message_id, sender_user, client_msg_id, request_hash, body)
+         SELECT 'c-' || c, s, 'msg', gen_random_uuid(), 'u-' || (s % 7), 'm-' || s, 'h', repeat('x', 40)
+         FROM generate_series(1, $1) AS c, generate_series(1, $2) AS s",
+    )
+    .bind(PLAN_CONVERSATIONS)
+    .bind(PLAN_EVENTS_PER_CONVERSATION)
+    .execute(pool)
+    .await?;
+    sqlx::query("ANALYZE").execute(pool).await?;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(pool)
+        .await?;
+    ensure!(n >= 100_000, "representative data: {n} events");
+
+    for sql in [EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL] {
+        let mut conn = pool.acquire().await?;
+        let explain = format!("EXPLAIN (FORMAT JSON) {sql}");
+        let plan: serde_json::Value = sqlx::query_scalar(&explain)
+            .bind("c-500")
+            .bind(40i64)
+            .bind(60i64)
+            .bind(50i64)
+            .fetch_one(&mut *conn)
+            .await?;
+        let top = &plan[0]["Plan"];
+        let scan = if top["Node Type"] == "Limit" {
+            &top["Plans"][0]
+        } else {
+            top
+        };
+        println!(
+            "04-history-uses-pk: top node = {}, scan = {} using {}",
+            top["Node Type"], scan["Node Type"], scan["Index Name"]
+        );
+        ensure!(
+            scan["Node Type"] == "Index Scan" && scan["Index Name"] == "events_pkey",
+            "range read does not use the primary key: {plan}"
+        );
+    }
+    Ok(())
+}
