@@ -1,1 +1,58 @@
+//! Parley's HTTP edge: `app(state)` builds the router of SPEC §6 and `run` serves it until a
+//! shutdown signal.
+//!
+//! Requests are checked in the order of SPEC §6's precedence: authentication (401), size
+//! limits (413), parsing (400), and only then the store, which answers membership (404), roles
+//! (403) and conflicts (409). A request refused at the edge never reaches the store, so it
+//! writes nothing.
 
+pub mod auth;
+pub mod body;
+pub mod config;
+pub mod error;
+pub mod path;
+pub mod query;
+mod routes;
+pub mod service;
+pub mod state;
+
+#[cfg(test)]
+mod router_tests;
+
+use std::future::Future;
+
+use axum::extract::Request;
+use axum::serve::ListenerExt;
+use axum::Router;
+use tower_http::trace::TraceLayer;
+
+pub use config::ServerConfig;
+pub use error::ApiError;
+pub use state::AppState;
+
+/// The router with its state and request tracing. Spans record the method and the path only:
+/// query strings may carry tokens (the WebSocket `access_token`), so they are never logged.
+pub fn app(state: AppState) -> Router {
+    let trace = TraceLayer::new_for_http().make_span_with(|req: &Request| {
+        tracing::debug_span!("http", method = %req.method(), path = %req.uri().path())
+    });
+    routes::router().layer(trace).with_state(state)
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` completes, then lets in-flight requests
+/// finish. Nagle's algorithm is turned off: answers are small and latency matters more than
+/// packet count.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

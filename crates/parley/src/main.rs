@@ -1,1 +1,37 @@
-fn main() {}
+//! The `parley` binary: parses the command line, sets up logging and hands over to `serve` or
+//! `migrate`. Everything else lives in the library crates.
+
+mod cli;
+mod migrate;
+mod serve;
+mod shutdown;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Cli, Command};
+
+/// Log filter when `RUST_LOG` is not set.
+const LOG_FILTER_DEFAULT: &str = "info";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(LOG_FILTER_DEFAULT));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    let outcome = match cli.command {
+        Command::Serve(args) => serve::serve(*args).await,
+        Command::Migrate(args) => migrate::migrate(args).await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The cause chain on one line; a startup mistake needs no backtrace.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Settings of one server process that the handlers consult on every request.
+
+use std::fmt;
+
+use parley_domain::limits::{PULL_THRESHOLD_DEFAULT, RECALL_WINDOW_MS_DEFAULT};
+use parley_domain::Limits;
+
+/// What a deployment decides: request limits, the admin secret and the defaults that new
+/// conversations take when the create request leaves them out.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// Largest message body and largest request body, in bytes (SPEC §6).
+    pub limits: Limits,
+    /// Secret of the admin endpoints. It is compared in constant time; an empty token disables
+    /// the admin endpoints instead of matching an empty bearer.
+    pub admin_token: String,
+    /// Recall window of new conversations that do not name their own.
+    pub recall_window_ms: i64,
+    /// Member count from which a new group is delivered by pull.
+    pub pull_threshold: u32,
+    /// Retention of new conversations that do not name their own; `None` keeps events forever.
+    pub retention_ms: Option<i64>,
+}
+
+impl Default for ServerConfig {
+    /// Domain defaults and no admin token, so a default server never opens its admin endpoints.
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            admin_token: String::new(),
+            recall_window_ms: RECALL_WINDOW_MS_DEFAULT,
+            pull_threshold: PULL_THRESHOLD_DEFAULT,
+            retention_ms: None,
+        }
+    }
+}
+
+impl fmt::Debug for ServerConfig {
+    /// Leaves the admin token out, so the configuration can be logged.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("limits", &self.limits)
+            .field("admin_token", &"<redacted>")
+            .field("recall_window_ms", &self.recall_window_ms)
+            .field("pull_threshold", &self.pull_threshold)
+            .field("retention_ms", &self.retention_ms)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_the_admin_token() {
+        let config = ServerConfig {
+            admin_token: "s3cret-admin".into(),
+            ..ServerConfig::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cret-admin"));
+        assert!(shown.contains("<redacted>"));
+    }
+}

@@ -1,0 +1,449 @@
+//! Router-level checks of the edge against an in-memory store: precedence of errors, the error
+//! envelope, and that refused requests never reach the store.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::http::{header, Method, Request, StatusCode};
+use parley_bus::{EventBus, LocalBus};
+use parley_domain::{
+    ConvId, ConversationView, DeviceId, Event, EventKind, EventsPage, Rejection, Role, UserId,
+};
+use parley_store::token::hash_token;
+use parley_store::{
+    CreatedConversation, DeviceIdentity, EventsQuery, MembershipChange, NewConversation,
+    SendOutcome, SendRequest, Store, StoreError, User,
+};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use crate::{app, AppState, ServerConfig};
+
+const DEVICE_TOKEN: &str = "pd_device";
+const ADMIN_TOKEN: &str = "admin-secret";
+
+/// Knows one device token; counts every call other than authentication, so a test can tell
+/// whether a request reached the store.
+#[derive(Default)]
+struct FakeStore {
+    writes: AtomicUsize,
+    down: bool,
+}
+
+impl FakeStore {
+    fn touched(&self) -> usize {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    fn touch(&self) {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn msg_event(conv_id: ConvId, seq: i64) -> Event {
+    Event {
+        conv_id,
+        seq,
+        kind: EventKind::Msg,
+        created_at: chrono::Utc::now(),
+        message_id: Some(uuid::Uuid::nil()),
+        sender_user: None,
+        sender_device: None,
+        client_msg_id: None,
+        body: None,
+        recalled: false,
+        subject_user: None,
+        target_seq: None,
+    }
+}
+
+fn refused() -> StoreError {
+    StoreError::Rejected(Rejection::NotMember)
+}
+
+#[async_trait]
+impl Store for FakeStore {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        if self.down {
+            return Err(StoreError::Unavailable("connection refused".into()));
+        }
+        Ok(())
+    }
+    async fn create_user(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+    ) -> Result<User, StoreError> {
+        self.touch();
+        Ok(User {
+            user_id: user_id.clone(),
+            display_name: display_name.map(str::to_owned),
+        })
+    }
+    async fn issue_device_token(
+        &self,
+        _: &UserId,
+        _: &DeviceId,
+        _: &str,
+    ) -> Result<(), StoreError> {
+        self.touch();
+        Ok(())
+    }
+    async fn revoke_device(&self, _: &UserId, _: &DeviceId) -> Result<(), StoreError> {
+        self.touch();
+        Ok(())
+    }
+    async fn authenticate(&self, token_hash: &str) -> Result<Option<DeviceIdentity>, StoreError> {
+        Ok(
+            (token_hash == hash_token(DEVICE_TOKEN)).then(|| DeviceIdentity {
+                user_id: UserId::from_trusted("ana".into()),
+                device_id: DeviceId::from_trusted("phone".into()),
+            }),
+        )
+    }
+    async fn create_conversation(
+        &self,
+        _: &NewConversation,
+    ) -> Result<CreatedConversation, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+    async fn get_conversation(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+    ) -> Result<ConversationView, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+    async fn list_conversations(&self, _: &UserId) -> Result<Vec<ConversationView>, StoreError> {
+        self.touch();
+        Ok(Vec::new())
+    }
+    async fn add_member(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: &UserId,
+    ) -> Result<MembershipChange, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+    async fn remove_member(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: &UserId,
+    ) -> Result<MembershipChange, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+    async fn set_role(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: &UserId,
+        _: Role,
+    ) -> Result<Role, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+    async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
+        self.touch();
+        let dup = req.body.as_str() == "again";
+        Ok(SendOutcome {
+            conv_id: req.conv_id.clone(),
+            seq: 3,
+            message_id: uuid::Uuid::nil(),
+            dup,
+            purged: false,
+            event: (!dup).then(|| msg_event(req.conv_id.clone(), 3)),
+        })
+    }
+    async fn events(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: EventsQuery,
+        _: u32,
+    ) -> Result<EventsPage, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+}
+
+struct Harness {
+    store: Arc<FakeStore>,
+    bus: Arc<LocalBus>,
+    state: AppState,
+}
+
+fn harness_with(store: FakeStore, body_bytes_max: usize, request_bytes_max: usize) -> Harness {
+    let store = Arc::new(store);
+    let bus = Arc::new(LocalBus::new());
+    let mut config = ServerConfig {
+        admin_token: ADMIN_TOKEN.into(),
+        ..ServerConfig::default()
+    };
+    config.limits.body_bytes_max = body_bytes_max;
+    config.limits.request_bytes_max = request_bytes_max;
+    let state = AppState::new(store.clone(), bus.clone(), config);
+    Harness { store, bus, state }
+}
+
+/// The second seed's teaching limits: 6-byte bodies, 4096-byte requests.
+fn harness() -> Harness {
+    harness_with(FakeStore::default(), 6, 4096)
+}
+
+async fn call(
+    h: &Harness,
+    method: Method,
+    uri: &str,
+    token: Option<&str>,
+    body: Option<String>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    if let Some(b) = &body {
+        req = req.header(header::CONTENT_LENGTH, b.len());
+    }
+    let req = req
+        .body(body.map(Body::from).unwrap_or_else(Body::empty))
+        .expect("a valid request");
+    let resp = app(h.state.clone())
+        .oneshot(req)
+        .await
+        .expect("the router is infallible");
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("a readable body");
+    let json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).expect("a JSON answer")
+    };
+    (status, json)
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+const SEND_URI: &str = "/v1/conversations/c-1/messages";
+
+#[tokio::test]
+async fn authentication_comes_before_everything() {
+    let h = harness();
+    let huge = "x".repeat(10_000);
+    let (status, v) = call(&h, Method::POST, SEND_URI, None, Some(huge)).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED")
+    );
+    let (status, v) = call(
+        &h,
+        Method::POST,
+        SEND_URI,
+        Some("pd_wrong"),
+        Some("{".into()),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED")
+    );
+    assert_eq!(h.store.touched(), 0);
+}
+
+#[tokio::test]
+async fn request_limit_comes_before_parsing() {
+    let h = harness();
+    let huge = format!("{{\"oops\": \"{}\"", "x".repeat(5000));
+    let (status, v) = call(&h, Method::POST, SEND_URI, Some(DEVICE_TOKEN), Some(huge)).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_TOO_LARGE")
+    );
+    assert_eq!(h.store.touched(), 0);
+}
+
+#[tokio::test]
+async fn body_limit_outranks_unknown_fields_and_bad_paths() {
+    let h = harness();
+    let req = json!({"client_msg_id": "m1", "body": "你好呀", "sender": "ben"}).to_string();
+    let uri = "/v1/conversations/bad%20id/messages";
+    let (status, v) = call(&h, Method::POST, uri, Some(DEVICE_TOKEN), Some(req)).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "BODY_TOO_LARGE")
+    );
+    assert_eq!(h.store.touched(), 0);
+}
+
+#[tokio::test]
+async fn malformed_and_unknown_fields_are_bad_requests_that_write_nothing() {
+    let h = harness();
+    for req in [
+        "{".to_owned(),
+        String::new(),
+        json!({"client_msg_id": "m1", "body": "hi", "sender_user": "ben"}).to_string(),
+        json!({"client_msg_id": "m1", "body": ""}).to_string(),
+        json!({"client_msg_id": "", "body": "hi"}).to_string(),
+        json!({"body": "hi"}).to_string(),
+    ] {
+        let (status, v) = call(
+            &h,
+            Method::POST,
+            SEND_URI,
+            Some(DEVICE_TOKEN),
+            Some(req.clone()),
+        )
+        .await;
+        assert_eq!(
+            (status, code(&v)),
+            (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
+            "{req}"
+        );
+    }
+    let good = json!({"client_msg_id": "m1", "body": "hi"}).to_string();
+    let uri = "/v1/conversations/bad%20id/messages";
+    let (status, v) = call(&h, Method::POST, uri, Some(DEVICE_TOKEN), Some(good)).await;
+    assert_eq!((status, code(&v)), (StatusCode::BAD_REQUEST, "BAD_REQUEST"));
+    assert_eq!(h.store.touched(), 0);
+}
+
+#[tokio::test]
+async fn a_committed_send_is_acked_and_announced_a_replay_only_acked() {
+    let h = harness();
+    let mut sub = h.bus.subscribe();
+    let req = json!({"client_msg_id": "m1", "body": "hi"}).to_string();
+    let (status, v) = call(&h, Method::POST, SEND_URI, Some(DEVICE_TOKEN), Some(req)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["conv_id"], "c-1");
+    assert_eq!(v["seq"], 3);
+    assert_eq!(v["dup"], false);
+    assert!(v.get("purged").is_none());
+    assert_eq!(sub.try_recv().map(|a| a.head).ok(), Some(3));
+
+    let req = json!({"client_msg_id": "m1", "body": "again"}).to_string();
+    let (status, v) = call(&h, Method::POST, SEND_URI, Some(DEVICE_TOKEN), Some(req)).await;
+    assert_eq!((status, v["dup"].as_bool()), (StatusCode::OK, Some(true)));
+    assert!(sub.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn admin_endpoints_tell_device_tokens_from_unknown_ones() {
+    let h = harness();
+    let req = || Some(json!({"user_id": "ben"}).to_string());
+    let uri = "/v1/admin/users";
+    let (status, v) = call(&h, Method::POST, uri, Some(DEVICE_TOKEN), req()).await;
+    assert_eq!((status, code(&v)), (StatusCode::FORBIDDEN, "FORBIDDEN"));
+    let (status, v) = call(&h, Method::POST, uri, Some("nope"), req()).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED")
+    );
+    assert_eq!(h.store.touched(), 0);
+    let (status, v) = call(&h, Method::POST, uri, Some(ADMIN_TOKEN), req()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(v, json!({"user_id": "ben", "display_name": null}));
+}
+
+#[tokio::test]
+async fn issued_tokens_are_returned_once_and_revocation_answers_204() {
+    let h = harness();
+    let uri = "/v1/admin/users/ben/devices";
+    let req = Some(json!({"device_id": "laptop"}).to_string());
+    let (status, v) = call(&h, Method::POST, uri, Some(ADMIN_TOKEN), req).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(v["token"].as_str().is_some_and(|t| t.starts_with("pd_")));
+    let uri = "/v1/admin/users/ben/devices/laptop";
+    let (status, _) = call(&h, Method::DELETE, uri, Some(ADMIN_TOKEN), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn an_empty_admin_token_opens_nothing() {
+    let store = Arc::new(FakeStore::default());
+    let h = Harness {
+        state: AppState::new(
+            store.clone(),
+            Arc::new(LocalBus::new()),
+            ServerConfig::default(),
+        ),
+        store,
+        bus: Arc::new(LocalBus::new()),
+    };
+    let req = Some(json!({"user_id": "ben"}).to_string());
+    let (status, _) = call(&h, Method::POST, "/v1/admin/users", Some(""), req).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_in_the_envelope() {
+    let h = harness();
+    let (status, v) = call(&h, Method::GET, "/v1/nothing", Some(DEVICE_TOKEN), None).await;
+    assert_eq!((status, code(&v)), (StatusCode::NOT_FOUND, "NOT_FOUND"));
+    let (status, v) = call(&h, Method::PATCH, SEND_URI, Some(DEVICE_TOKEN), None).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED")
+    );
+}
+
+#[tokio::test]
+async fn conflicting_cursors_are_refused_before_the_store() {
+    let h = harness();
+    let uri = "/v1/conversations/c-1/events?after=1&before=5";
+    let (status, v) = call(&h, Method::GET, uri, Some(DEVICE_TOKEN), None).await;
+    assert_eq!((status, code(&v)), (StatusCode::BAD_REQUEST, "BAD_REQUEST"));
+    let uri = "/v1/conversations/c-1/events?limit=0";
+    let (status, _) = call(&h, Method::GET, uri, Some(DEVICE_TOKEN), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(h.store.touched(), 0);
+    let uri = "/v1/conversations/c-1/events?after=1";
+    let (status, v) = call(&h, Method::GET, uri, Some(DEVICE_TOKEN), None).await;
+    assert_eq!((status, code(&v)), (StatusCode::NOT_FOUND, "NOT_MEMBER"));
+}
+
+#[tokio::test]
+async fn readiness_follows_the_store() {
+    let h = harness();
+    let (status, _) = call(&h, Method::GET, "/readyz", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let h = harness_with(
+        FakeStore {
+            down: true,
+            ..FakeStore::default()
+        },
+        6,
+        4096,
+    );
+    let (status, v) = call(&h, Method::GET, "/readyz", None, None).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE")
+    );
+    assert!(!v.to_string().contains("connection refused"));
+    let (status, _) = call(&h, Method::GET, "/healthz", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn list_answers_a_sync_token() {
+    let h = harness();
+    let uri = "/v1/conversations?since=full";
+    let (status, v) = call(&h, Method::GET, uri, Some(DEVICE_TOKEN), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["conversations"], json!([]));
+    assert!(v["sync_token"].is_string());
+}

@@ -1,0 +1,100 @@
+//! Operator endpoints: users and device tokens. They take the admin token, never a device's.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use parley_domain::{DeviceId, UserId};
+use parley_store::token::new_device_token;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Admin;
+use crate::body::JsonBody;
+use crate::error::ApiError;
+use crate::path::{self, DeferredPath, UserDevicePath, UserPath};
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateUserRequest {
+    user_id: String,
+    display_name: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct UserCreated {
+    user_id: UserId,
+    display_name: Option<String>,
+}
+
+/// `POST /v1/admin/users`: 201, or 409 `ALREADY_EXISTS` for a taken id.
+pub async fn create_user(
+    State(state): State<AppState>,
+    _: Admin,
+    body: JsonBody,
+) -> Result<(StatusCode, Json<UserCreated>), ApiError> {
+    let req: CreateUserRequest = body.parse()?;
+    let user_id = path::user_id(&req.user_id)?;
+    let user = state
+        .store()
+        .create_user(&user_id, req.display_name.as_deref())
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(UserCreated {
+            user_id: user.user_id,
+            display_name: user.display_name,
+        }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IssueDeviceRequest {
+    device_id: String,
+}
+
+/// The only answer that ever carries a device token; it is not logged.
+#[derive(Serialize)]
+pub struct DeviceIssued {
+    user_id: UserId,
+    device_id: DeviceId,
+    token: String,
+}
+
+/// `POST /v1/admin/users/{user_id}/devices`: a fresh token for the device. Only its hash is
+/// stored, and storing it replaces (so revokes) the device's previous token.
+pub async fn issue_device(
+    State(state): State<AppState>,
+    _: Admin,
+    path: DeferredPath<UserPath>,
+    body: JsonBody,
+) -> Result<(StatusCode, Json<DeviceIssued>), ApiError> {
+    let user_id = path.into_inner()?.user_id()?;
+    let req: IssueDeviceRequest = body.parse()?;
+    let device_id = path::device_id(&req.device_id)?;
+    let (token, token_hash) = new_device_token();
+    state
+        .store()
+        .issue_device_token(&user_id, &device_id, &token_hash)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(DeviceIssued {
+            user_id,
+            device_id,
+            token,
+        }),
+    ))
+}
+
+/// `DELETE /v1/admin/users/{user_id}/devices/{device_id}`: the token stops working on the next
+/// request, because device authentication is never cached.
+pub async fn revoke_device(
+    State(state): State<AppState>,
+    _: Admin,
+    path: DeferredPath<UserDevicePath>,
+) -> Result<StatusCode, ApiError> {
+    let (user_id, device_id) = path.into_inner()?.ids()?;
+    state.store().revoke_device(&user_id, &device_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

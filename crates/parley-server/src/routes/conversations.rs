@@ -1,0 +1,237 @@
+//! Creating, listing and reading conversations.
+
+use std::collections::HashSet;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use parley_domain::limits::CREATE_MEMBERS_MAX;
+use parley_domain::{ConvId, ConvKind, ConversationView, DeliveryMode, UserId};
+use parley_store::NewConversation;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Device;
+use crate::body::JsonBody;
+use crate::config::ServerConfig;
+use crate::error::ApiError;
+use crate::path::{self, ConvPath, DeferredPath};
+use crate::query::{self, QueryPairs};
+use crate::service;
+use crate::state::AppState;
+
+/// The sync token of a list answer. Every list answer is currently complete (the `since` token
+/// is accepted and ignored), so the token marks no position yet; clients store it and send it
+/// back unchanged, which keeps them compatible once lists become incremental.
+const FULL_LIST_SYNC_TOKEN: &str = "full";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateConversationRequest {
+    kind: ConvKind,
+    #[serde(default)]
+    members: Vec<String>,
+    conv_id: Option<String>,
+    title: Option<String>,
+    delivery_mode: Option<DeliveryMode>,
+    recall_window_ms: Option<i64>,
+    retention_ms: Option<i64>,
+}
+
+/// Turns a create request into the store's request. The caller is the creator and first
+/// member; the listed members lose duplicates and the caller but keep their order, and the
+/// settings the request leaves out come from the server's configuration.
+pub fn new_conversation(
+    creator: &UserId,
+    req: CreateConversationRequest,
+    config: &ServerConfig,
+) -> Result<NewConversation, ApiError> {
+    if req.members.len() > CREATE_MEMBERS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "at most {CREATE_MEMBERS_MAX} members may be named at creation"
+        )));
+    }
+    let mut seen = HashSet::new();
+    let mut members = Vec::with_capacity(req.members.len());
+    for raw in &req.members {
+        let user = path::user_id(raw)?;
+        if user != *creator && seen.insert(user.clone()) {
+            members.push(user);
+        }
+    }
+    let conv_id = match (req.kind, req.conv_id) {
+        (ConvKind::Direct, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "a direct conversation's id is derived from its members; omit conv_id",
+            ))
+        }
+        (ConvKind::Direct, None) => {
+            if members.len() != 1 {
+                return Err(ApiError::bad_request(
+                    "a direct conversation has exactly one other member",
+                ));
+            }
+            None
+        }
+        (ConvKind::Group, Some(raw)) => {
+            Some(ConvId::parse_group(&raw).map_err(|e| ApiError::bad_request(e.to_string()))?)
+        }
+        (ConvKind::Group, None) => None,
+    };
+    if req.recall_window_ms.is_some_and(|ms| ms < 0) {
+        return Err(ApiError::bad_request(
+            "recall_window_ms must not be negative",
+        ));
+    }
+    if req.retention_ms.is_some_and(|ms| ms <= 0) {
+        return Err(ApiError::bad_request("retention_ms must be positive"));
+    }
+    Ok(NewConversation {
+        creator: creator.clone(),
+        kind: req.kind,
+        conv_id,
+        members,
+        title: req.title,
+        delivery_mode: req.delivery_mode,
+        pull_threshold: config.pull_threshold,
+        recall_window_ms: req.recall_window_ms.unwrap_or(config.recall_window_ms),
+        retention_ms: req.retention_ms.or(config.retention_ms),
+    })
+}
+
+/// `POST /v1/conversations`: 201 with the new conversation, or 200 with the existing direct
+/// chat of the pair.
+pub async fn create(
+    State(state): State<AppState>,
+    Device(identity): Device,
+    body: JsonBody,
+) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
+    let req: CreateConversationRequest = body.parse()?;
+    let new = new_conversation(&identity.user_id, req, state.config())?;
+    let created = service::create_conversation(&state, &new).await?;
+    let status = if created.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(created.conversation)))
+}
+
+#[derive(Debug, Serialize)]
+pub struct ConversationList {
+    conversations: Vec<ConversationView>,
+    sync_token: String,
+}
+
+/// `GET /v1/conversations[?since=…]`: every conversation the caller ever belonged to.
+pub async fn list(
+    State(state): State<AppState>,
+    Device(identity): Device,
+    query: QueryPairs,
+) -> Result<Json<ConversationList>, ApiError> {
+    let _since = query::list_since(&query.into_inner()?)?;
+    let conversations = state.store().list_conversations(&identity.user_id).await?;
+    Ok(Json(ConversationList {
+        conversations,
+        sync_token: FULL_LIST_SYNC_TOKEN.to_owned(),
+    }))
+}
+
+/// `GET /v1/conversations/{conv_id}`: `NOT_MEMBER` both for a conversation the caller never
+/// joined and for one that does not exist (P10).
+pub async fn get_one(
+    State(state): State<AppState>,
+    Device(identity): Device,
+    path: DeferredPath<ConvPath>,
+) -> Result<Json<ConversationView>, ApiError> {
+    let conv_id = path.into_inner()?.conv_id()?;
+    let view = state
+        .store()
+        .get_conversation(&conv_id, &identity.user_id)
+        .await?;
+    Ok(Json(view))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(json: &str) -> CreateConversationRequest {
+        serde_json::from_str(json).expect("a valid test request")
+    }
+
+    fn ana() -> UserId {
+        UserId::parse("ana").expect("a valid id")
+    }
+
+    #[test]
+    fn members_drop_the_caller_and_duplicates_in_order() {
+        let req = request(r#"{"kind":"group","members":["cy","ana","ben","cy"]}"#);
+        let new = new_conversation(&ana(), req, &ServerConfig::default());
+        let names: Option<Vec<String>> = new
+            .ok()
+            .map(|n| n.members.iter().map(|u| u.to_string()).collect());
+        assert_eq!(names, Some(vec!["cy".to_owned(), "ben".to_owned()]));
+    }
+
+    #[test]
+    fn direct_needs_exactly_one_other_member() {
+        let config = ServerConfig::default();
+        let ok = new_conversation(
+            &ana(),
+            request(r#"{"kind":"direct","members":["ben","ana","ben"]}"#),
+            &config,
+        );
+        assert!(ok.is_ok());
+        for bad in [
+            r#"{"kind":"direct","members":["ana"]}"#,
+            r#"{"kind":"direct","members":["ben","cy"]}"#,
+            r#"{"kind":"direct","members":["ben"],"conv_id":"x"}"#,
+        ] {
+            assert!(
+                new_conversation(&ana(), request(bad), &config).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn group_ids_may_not_take_the_direct_prefix() {
+        let req = request(r#"{"kind":"group","members":[],"conv_id":"dm:ana:ben"}"#);
+        let err = new_conversation(&ana(), req, &ServerConfig::default()).err();
+        assert_eq!(err.map(|e| e.code()), Some("BAD_REQUEST"));
+    }
+
+    #[test]
+    fn absent_settings_come_from_the_configuration() {
+        let config = ServerConfig {
+            recall_window_ms: 5_000,
+            pull_threshold: 7,
+            retention_ms: Some(60_000),
+            ..ServerConfig::default()
+        };
+        let new = new_conversation(
+            &ana(),
+            request(r#"{"kind":"group","members":["ben"]}"#),
+            &config,
+        )
+        .expect("a valid request");
+        assert_eq!(new.recall_window_ms, 5_000);
+        assert_eq!(new.pull_threshold, 7);
+        assert_eq!(new.retention_ms, Some(60_000));
+        assert!(new.conv_id.is_none());
+        let new = new_conversation(
+            &ana(),
+            request(r#"{"kind":"group","members":[],"recall_window_ms":1,"retention_ms":2}"#),
+            &config,
+        )
+        .expect("a valid request");
+        assert_eq!((new.recall_window_ms, new.retention_ms), (1, Some(2)));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let parsed: Result<CreateConversationRequest, _> =
+            serde_json::from_str(r#"{"kind":"group","members":[],"creator":"ben"}"#);
+        assert!(parsed.is_err());
+    }
+}

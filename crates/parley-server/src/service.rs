@@ -1,0 +1,114 @@
+//! The writes that produce log events, shared by the HTTP handlers and the WebSocket gateway.
+//!
+//! Each function calls the store and, only once the store has returned a committed event,
+//! announces it on the bus (P7: nothing is pushed before commit). A replayed send commits
+//! nothing and announces nothing. Keeping this in one place means no transport can announce
+//! early or forget to announce.
+
+use std::sync::Arc;
+
+use parley_domain::{Body, ClientMsgId, ConvId, ConversationView, Event, UserId};
+use parley_store::{DeviceIdentity, NewConversation, SendRequest};
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The ack of a send: the event is committed in the store (SPEC §1, ack).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SendAck {
+    pub conv_id: ConvId,
+    pub seq: i64,
+    pub message_id: uuid::Uuid,
+    pub dup: bool,
+    /// Present only when the answer came from the tombstone of a purged event.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub purged: bool,
+}
+
+/// The result of a create request: the conversation as the creator sees it, and whether this
+/// request created it (false when a direct chat of the pair already existed).
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub created: bool,
+    pub conversation: ConversationView,
+}
+
+fn announce(state: &AppState, event: Event) {
+    state.bus().announce(Arc::new(event));
+}
+
+/// Sends a message as `identity`: the sender always comes from the token, never the request.
+pub async fn send(
+    state: &AppState,
+    identity: &DeviceIdentity,
+    conv_id: ConvId,
+    client_msg_id: ClientMsgId,
+    body: Body,
+) -> Result<SendAck, ApiError> {
+    let req = SendRequest::new(
+        conv_id,
+        identity.user_id.clone(),
+        identity.device_id.clone(),
+        client_msg_id,
+        body,
+    );
+    let outcome = state.store().send(&req).await?;
+    if let Some(event) = outcome.event {
+        announce(state, event);
+    }
+    Ok(SendAck {
+        conv_id: outcome.conv_id,
+        seq: outcome.seq,
+        message_id: outcome.message_id,
+        dup: outcome.dup,
+        purged: outcome.purged,
+    })
+}
+
+/// Creates a conversation, announces each join event it wrote, and reads it back as the
+/// creator sees it.
+pub async fn create_conversation(
+    state: &AppState,
+    req: &NewConversation,
+) -> Result<Created, ApiError> {
+    let created = state.store().create_conversation(req).await?;
+    for event in created.events {
+        announce(state, event);
+    }
+    let conversation = state
+        .store()
+        .get_conversation(&created.conv_id, &req.creator)
+        .await?;
+    Ok(Created {
+        created: created.created,
+        conversation,
+    })
+}
+
+/// Adds `target` as `actor`; answers the seq of the join event.
+pub async fn add_member(
+    state: &AppState,
+    conv_id: &ConvId,
+    actor: &UserId,
+    target: &UserId,
+) -> Result<i64, ApiError> {
+    let change = state.store().add_member(conv_id, actor, target).await?;
+    let seq = change.event.seq;
+    announce(state, change.event);
+    Ok(seq)
+}
+
+/// Removes `target` as `actor`, or lets `actor` leave when both are the same user; answers the
+/// seq of the leave event.
+pub async fn remove_member(
+    state: &AppState,
+    conv_id: &ConvId,
+    actor: &UserId,
+    target: &UserId,
+) -> Result<i64, ApiError> {
+    let change = state.store().remove_member(conv_id, actor, target).await?;
+    let seq = change.event.seq;
+    announce(state, change.event);
+    Ok(seq)
+}

@@ -1,0 +1,52 @@
+//! The state every handler shares: the store, the bus and the configuration.
+
+use std::sync::Arc;
+
+use parley_bus::EventBus;
+use parley_store::token::hash_token;
+use parley_store::Store;
+
+use crate::config::ServerConfig;
+
+/// Cheap to clone: every field is shared, so axum hands one copy to each request.
+#[derive(Clone)]
+pub struct AppState {
+    store: Arc<dyn Store>,
+    bus: Arc<dyn EventBus>,
+    config: Arc<ServerConfig>,
+    /// Hash of the admin token, computed once so each admin request compares two digests of
+    /// equal length in constant time. `None` when no admin token is configured.
+    admin_token_hash: Option<Arc<str>>,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, bus: Arc<dyn EventBus>, config: ServerConfig) -> Self {
+        let admin_token_hash = if config.admin_token.is_empty() {
+            None
+        } else {
+            Some(Arc::from(hash_token(&config.admin_token)))
+        };
+        Self {
+            store,
+            bus,
+            config: Arc::new(config),
+            admin_token_hash,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn bus(&self) -> &Arc<dyn EventBus> {
+        &self.bus
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    pub(crate) fn admin_token_hash(&self) -> Option<&str> {
+        self.admin_token_hash.as_deref()
+    }
+}

@@ -1,0 +1,181 @@
+//! The command line: `parley serve` and `parley migrate`. Every serve flag can also be set by
+//! the environment variable `PARLEY_<NAME>` (SPEC §6, configuration).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use parley_domain::limits::{
+    BODY_BYTES_MAX_DEFAULT, PULL_THRESHOLD_DEFAULT, RECALL_WINDOW_MS_DEFAULT,
+    REQUEST_BYTES_MAX_DEFAULT,
+};
+
+/// Default address of `parley serve`: loopback, so a fresh install is not exposed by accident.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
+/// Default directory of the embedded store.
+pub const DATA_DIR_DEFAULT: &str = "./parley-data";
+/// Default number of PostgreSQL connections of one server process.
+pub const POOL_SIZE_DEFAULT: u32 = 16;
+/// Default interval between two runs of the retention purge.
+pub const PURGE_INTERVAL_MS_DEFAULT: u64 = 60_000;
+/// Default time a purged request key stays answerable: seven days.
+pub const TOMBSTONE_TTL_MS_DEFAULT: u64 = 7 * 24 * 60 * 60 * 1000;
+/// Default time a silent WebSocket connection is kept open.
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+
+/// No `Debug`: the arguments hold the admin token and possibly a database password.
+#[derive(Parser)]
+#[command(name = "parley", version, about = "Parley instant-messaging server")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Serves the HTTP API; applies the schema first unless --no-migrate is given.
+    Serve(Box<ServeArgs>),
+    /// Applies the schema to the database and exits.
+    Migrate(MigrateArgs),
+}
+
+/// How committed events travel between gateway nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BusKind {
+    /// In-process: one node.
+    Local,
+    /// PostgreSQL notifications between nodes.
+    Postgres,
+    /// A NATS server between nodes.
+    Nats,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on.
+    #[arg(long, env = "PARLEY_LISTEN", default_value = LISTEN_DEFAULT)]
+    pub listen: SocketAddr,
+
+    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley.
+    #[arg(long, env = "PARLEY_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Directory of the embedded store, used when no database URL is given.
+    #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
+    pub data_dir: PathBuf,
+
+    /// Secret for the /v1/admin endpoints.
+    #[arg(long, env = "PARLEY_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// Largest message body, in UTF-8 bytes.
+    #[arg(long, env = "PARLEY_MAX_BODY_BYTES", default_value_t = BODY_BYTES_MAX_DEFAULT)]
+    pub max_body_bytes: usize,
+
+    /// Largest HTTP request body, in bytes.
+    #[arg(long, env = "PARLEY_MAX_REQUEST_BYTES", default_value_t = REQUEST_BYTES_MAX_DEFAULT)]
+    pub max_request_bytes: usize,
+
+    /// Recall window of new conversations that do not set their own.
+    #[arg(long, env = "PARLEY_RECALL_WINDOW_MS", default_value_t = RECALL_WINDOW_MS_DEFAULT)]
+    pub recall_window_ms: i64,
+
+    /// Member count from which a new group is delivered by pull.
+    #[arg(long, env = "PARLEY_PULL_THRESHOLD", default_value_t = PULL_THRESHOLD_DEFAULT)]
+    pub pull_threshold: u32,
+
+    /// Interval between two runs of the retention purge.
+    #[arg(long, env = "PARLEY_PURGE_INTERVAL_MS", default_value_t = PURGE_INTERVAL_MS_DEFAULT)]
+    pub purge_interval_ms: u64,
+
+    /// How long the request key of a purged message stays answerable.
+    #[arg(long, env = "PARLEY_TOMBSTONE_TTL_MS", default_value_t = TOMBSTONE_TTL_MS_DEFAULT)]
+    pub tombstone_ttl_ms: u64,
+
+    /// Name of this gateway among several.
+    #[arg(long, env = "PARLEY_GATEWAY_ID")]
+    pub gateway_id: Option<String>,
+
+    /// How committed events reach other gateways.
+    #[arg(long, env = "PARLEY_BUS", value_enum, default_value_t = BusKind::Local)]
+    pub bus: BusKind,
+
+    /// NATS server of --bus nats.
+    #[arg(long, env = "PARLEY_NATS_URL")]
+    pub nats_url: Option<String>,
+
+    /// Retention of new conversations that do not set their own; absent keeps events forever.
+    #[arg(long, env = "PARLEY_RETENTION_MS")]
+    pub retention_ms: Option<i64>,
+
+    /// Requests per second allowed to one device; absent means no limit.
+    #[arg(long, env = "PARLEY_RATE_LIMIT_PER_S")]
+    pub rate_limit_per_s: Option<u32>,
+
+    /// Time after which a silent WebSocket connection is closed.
+    #[arg(long, env = "PARLEY_IDLE_TIMEOUT_MS", default_value_t = IDLE_TIMEOUT_MS_DEFAULT)]
+    pub idle_timeout_ms: u64,
+
+    /// Do not apply the schema at start.
+    #[arg(long, env = "PARLEY_NO_MIGRATE")]
+    pub no_migrate: bool,
+
+    /// Most PostgreSQL connections this process opens.
+    #[arg(long, env = "PARLEY_POOL_SIZE", default_value_t = POOL_SIZE_DEFAULT)]
+    pub pool_size: u32,
+}
+
+#[derive(Args)]
+pub struct MigrateArgs {
+    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley.
+    #[arg(long, env = "PARLEY_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_defaults_follow_the_spec() {
+        let cli = Cli::try_parse_from(["parley", "serve"]).expect("serve parses without flags");
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve");
+        };
+        assert_eq!(args.listen.to_string(), LISTEN_DEFAULT);
+        assert_eq!(args.recall_window_ms, 120_000);
+        assert_eq!(args.pull_threshold, 500);
+        assert_eq!(args.purge_interval_ms, 60_000);
+        assert_eq!(args.tombstone_ttl_ms, 604_800_000);
+        assert_eq!(args.idle_timeout_ms, 60_000);
+        assert_eq!(args.pool_size, 16);
+        assert_eq!(args.bus, BusKind::Local);
+        assert!(!args.no_migrate);
+    }
+
+    #[test]
+    fn teaching_limits_are_configurable() {
+        let cli = Cli::try_parse_from([
+            "parley",
+            "serve",
+            "--max-body-bytes",
+            "6",
+            "--max-request-bytes",
+            "4096",
+            "--bus",
+            "nats",
+        ])
+        .expect("flags parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve");
+        };
+        assert_eq!((args.max_body_bytes, args.max_request_bytes), (6, 4096));
+        assert_eq!(args.bus, BusKind::Nats);
+    }
+}
