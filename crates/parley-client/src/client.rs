@@ -1,0 +1,275 @@
+//! The device client: every device endpoint of SPEC §6, authenticated by one device token.
+
+use reqwest::Method;
+use serde_json::Value;
+use url::Url;
+
+use crate::error::ClientError;
+use crate::http::{ClientOptions, Http};
+use crate::raw::RawRequest;
+use crate::request::{NewConversation, ReadBody, RoleBody, SendBody, UserRef};
+use crate::retry::RetryPolicy;
+use crate::types::{
+    Conversation, ConversationList, EventsPage, MembershipSeq, ReadAck, RecallAck, Role,
+    RoleChange, SendAck,
+};
+
+const CONVERSATIONS: &str = "conversations";
+
+/// A client acting as one device. Cloning is cheap and shares the connection pool.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: Http,
+    retry: RetryPolicy,
+}
+
+impl Client {
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`) with a device token.
+    pub fn new(base_url: &str, token: &str) -> Result<Self, ClientError> {
+        Self::with_options(base_url, token, ClientOptions::default())
+    }
+
+    pub fn with_options(
+        base_url: &str,
+        token: &str,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        Ok(Self {
+            http: Http::new(base_url, token, &options)?,
+            retry: options.retry,
+        })
+    }
+
+    pub(crate) fn from_http(http: Http) -> Self {
+        Self {
+            http,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The same server and connection pool, acting as another device.
+    pub fn with_token(&self, token: &str) -> Self {
+        Self {
+            http: self.http.with_token(token),
+            retry: self.retry,
+        }
+    }
+
+    /// The same client with another retry policy for [`Client::send_with_retry`].
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn base_url(&self) -> &Url {
+        self.http.base_url()
+    }
+
+    pub fn token(&self) -> &str {
+        self.http.token()
+    }
+
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// A request outside the typed API, carrying this device's token unless told otherwise.
+    pub fn raw(&self, method: Method, path_and_query: &str) -> RawRequest {
+        RawRequest::new(&self.http, method, path_and_query)
+    }
+
+    fn conv_url(&self, conv_id: &str, rest: &[&str]) -> Result<Url, ClientError> {
+        let mut segments = vec!["v1", CONVERSATIONS, conv_id];
+        segments.extend_from_slice(rest);
+        self.http.url(&segments)
+    }
+
+    /// Creates a conversation; for a direct chat that exists, returns it unchanged.
+    pub async fn create_conversation(
+        &self,
+        request: &NewConversation,
+    ) -> Result<Conversation, ClientError> {
+        let url = self.http.url(&["v1", CONVERSATIONS])?;
+        let request = self.http.authorised(Method::POST, url).json(request);
+        self.http.json(request).await
+    }
+
+    /// Conversations that changed since `since` (every conversation of the user when `None`).
+    pub async fn list_conversations(
+        &self,
+        since: Option<&str>,
+    ) -> Result<ConversationList, ClientError> {
+        let mut url = self.http.url(&["v1", CONVERSATIONS])?;
+        if let Some(token) = since {
+            url.query_pairs_mut().append_pair("since", token);
+        }
+        self.http.json(self.http.authorised(Method::GET, url)).await
+    }
+
+    pub async fn get_conversation(&self, conv_id: &str) -> Result<Conversation, ClientError> {
+        let url = self.conv_url(conv_id, &[])?;
+        self.http.json(self.http.authorised(Method::GET, url)).await
+    }
+
+    /// Adds `user_id`; answers the seq of the `join` event.
+    pub async fn add_member(
+        &self,
+        conv_id: &str,
+        user_id: &str,
+    ) -> Result<MembershipSeq, ClientError> {
+        let url = self.conv_url(conv_id, &["members"])?;
+        let request = self
+            .http
+            .authorised(Method::POST, url)
+            .json(&UserRef { user_id });
+        self.http.json(request).await
+    }
+
+    /// Removes `user_id`, or leaves when it is the caller; answers the seq of the `leave` event.
+    pub async fn remove_member(
+        &self,
+        conv_id: &str,
+        user_id: &str,
+    ) -> Result<MembershipSeq, ClientError> {
+        let url = self.conv_url(conv_id, &["members", user_id])?;
+        self.http
+            .json(self.http.authorised(Method::DELETE, url))
+            .await
+    }
+
+    /// Gives `user_id` a role; only the owner may.
+    pub async fn set_role(
+        &self,
+        conv_id: &str,
+        user_id: &str,
+        role: Role,
+    ) -> Result<RoleChange, ClientError> {
+        let url = self.conv_url(conv_id, &["members", user_id])?;
+        let request = self
+            .http
+            .authorised(Method::PUT, url)
+            .json(&RoleBody { role });
+        self.http.json(request).await
+    }
+
+    /// One send attempt. An error for which [`ClientError::is_retryable`] holds leaves the
+    /// outcome unknown: resend with the same `client_msg_id` to learn it.
+    pub async fn send(
+        &self,
+        conv_id: &str,
+        client_msg_id: &str,
+        body: &str,
+    ) -> Result<SendAck, ClientError> {
+        let url = self.conv_url(conv_id, &["messages"])?;
+        let request = self.http.authorised(Method::POST, url).json(&SendBody {
+            client_msg_id,
+            body,
+        });
+        self.http.json(request).await
+    }
+
+    /// Sends, resending with the same `client_msg_id` after timeouts, transport errors and
+    /// `503 OUTCOME_UNKNOWN`/`UNAVAILABLE`, within the client's [`RetryPolicy`]. The request key
+    /// makes resending safe: a send that did commit answers `dup: true` with its original seq.
+    pub async fn send_with_retry(
+        &self,
+        conv_id: &str,
+        client_msg_id: &str,
+        body: &str,
+    ) -> Result<SendAck, ClientError> {
+        self.retry
+            .run(|| self.send(conv_id, client_msg_id, body))
+            .await
+    }
+
+    /// Visible events with `seq > after`, ascending. Advance the cursor to `through_seq`.
+    /// `epoch` is the epoch the cursor belongs to; a stale one answers `EPOCH_CHANGED`.
+    pub async fn events_after(
+        &self,
+        conv_id: &str,
+        after: i64,
+        limit: Option<u32>,
+        epoch: Option<i64>,
+    ) -> Result<EventsPage, ClientError> {
+        let mut url = self.conv_url(conv_id, &["events"])?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("after", &after.to_string());
+            if let Some(limit) = limit {
+                q.append_pair("limit", &limit.to_string());
+            }
+            if let Some(epoch) = epoch {
+                q.append_pair("epoch", &epoch.to_string());
+            }
+        }
+        self.http.json(self.http.authorised(Method::GET, url)).await
+    }
+
+    /// Visible events with `seq < before`, descending; the newest page when `before` is `None`.
+    /// The next older page is at `next_before`.
+    pub async fn history(
+        &self,
+        conv_id: &str,
+        before: Option<i64>,
+        limit: Option<u32>,
+    ) -> Result<EventsPage, ClientError> {
+        let mut url = self.conv_url(conv_id, &["events"])?;
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(before) = before {
+                q.append_pair("before", &before.to_string());
+            }
+            if let Some(limit) = limit {
+                q.append_pair("limit", &limit.to_string());
+            }
+        }
+        // An empty query string would still leave a trailing `?`.
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        self.http.json(self.http.authorised(Method::GET, url)).await
+    }
+
+    /// Moves the caller's read position forward to `seq` (never back, never past the head).
+    pub async fn mark_read(&self, conv_id: &str, seq: i64) -> Result<ReadAck, ClientError> {
+        let url = self.conv_url(conv_id, &["read"])?;
+        let request = self
+            .http
+            .authorised(Method::POST, url)
+            .json(&ReadBody { seq });
+        self.http.json(request).await
+    }
+
+    /// Recalls the caller's own message at `seq`; recalling it again returns the same recall.
+    pub async fn recall(&self, conv_id: &str, seq: i64) -> Result<RecallAck, ClientError> {
+        let seq = seq.to_string();
+        let url = self.conv_url(conv_id, &["events", &seq, "recall"])?;
+        self.http
+            .json(self.http.authorised(Method::POST, url))
+            .await
+    }
+
+    /// Succeeds while the process is alive.
+    pub async fn healthz(&self) -> Result<(), ClientError> {
+        let url = self.http.url(&["healthz"])?;
+        self.http.ok(self.http.bare(Method::GET, url)).await
+    }
+
+    /// Succeeds while the server can reach its store.
+    pub async fn readyz(&self) -> Result<(), ClientError> {
+        let url = self.http.url(&["readyz"])?;
+        self.http.ok(self.http.bare(Method::GET, url)).await
+    }
+
+    /// The Prometheus text exposition.
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        let url = self.http.url(&["metrics"])?;
+        self.http.text(self.http.bare(Method::GET, url)).await
+    }
+
+    /// The OpenAPI 3 document of the HTTP contract.
+    pub async fn openapi(&self) -> Result<Value, ClientError> {
+        let url = self.http.url(&["openapi.json"])?;
+        self.http.json(self.http.bare(Method::GET, url)).await
+    }
+}

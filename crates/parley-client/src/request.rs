@@ -1,0 +1,137 @@
+//! Request bodies of SPEC §6. Optional fields are left out rather than sent as null, because the
+//! server rejects fields it does not expect.
+
+use serde::Serialize;
+
+use crate::types::{ConvKind, DeliveryMode, Role};
+
+/// A create-conversation request. The caller is always the first member and need not be listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewConversation {
+    pub kind: ConvKind,
+    pub members: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conv_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_mode: Option<DeliveryMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall_window_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_ms: Option<i64>,
+}
+
+impl NewConversation {
+    /// The direct chat with `peer`; asking again returns the same conversation.
+    pub fn direct(peer: impl Into<String>) -> Self {
+        Self::new(ConvKind::Direct, vec![peer.into()])
+    }
+
+    /// A group of the caller and `members`, in this join order.
+    pub fn group<I, S>(members: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::new(
+            ConvKind::Group,
+            members.into_iter().map(Into::into).collect(),
+        )
+    }
+
+    fn new(kind: ConvKind, members: Vec<String>) -> Self {
+        Self {
+            kind,
+            members,
+            conv_id: None,
+            title: None,
+            delivery_mode: None,
+            recall_window_ms: None,
+            retention_ms: None,
+        }
+    }
+
+    /// A group id chosen by the client instead of a generated one.
+    pub fn with_conv_id(mut self, conv_id: impl Into<String>) -> Self {
+        self.conv_id = Some(conv_id.into());
+        self
+    }
+
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Overrides the choice the server makes from the member count.
+    pub fn with_delivery_mode(mut self, mode: DeliveryMode) -> Self {
+        self.delivery_mode = Some(mode);
+        self
+    }
+
+    pub fn with_recall_window_ms(mut self, recall_window_ms: i64) -> Self {
+        self.recall_window_ms = Some(recall_window_ms);
+        self
+    }
+
+    pub fn with_retention_ms(mut self, retention_ms: i64) -> Self {
+        self.retention_ms = Some(retention_ms);
+        self
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct SendBody<'a> {
+    pub client_msg_id: &'a str,
+    pub body: &'a str,
+}
+
+#[derive(Serialize)]
+pub(crate) struct UserRef<'a> {
+    pub user_id: &'a str,
+}
+
+#[derive(Serialize)]
+pub(crate) struct RoleBody {
+    pub role: Role,
+}
+
+#[derive(Serialize)]
+pub(crate) struct ReadBody {
+    pub seq: i64,
+}
+
+#[derive(Serialize)]
+pub(crate) struct NewUser<'a> {
+    pub user_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct NewDevice<'a> {
+    pub device_id: &'a str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn absent_options_are_left_out() {
+        let v = serde_json::to_value(NewConversation::direct("ben")).unwrap();
+        assert_eq!(v, json!({"kind": "direct", "members": ["ben"]}));
+        let v = serde_json::to_value(
+            NewConversation::group(["ben", "cai"])
+                .with_conv_id("c-1")
+                .with_delivery_mode(DeliveryMode::Pull),
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"kind": "group", "members": ["ben", "cai"], "conv_id": "c-1",
+                   "delivery_mode": "pull"})
+        );
+    }
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Runs every check of the workspace: formatting, lints, then every test against a real
+# PostgreSQL. A missing database fails the run; tests are never skipped for lack of one.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+# The machine's own PostgreSQL unless PARLEY_TEST_DATABASE_URL names another server.
+readonly PG_URL_DEFAULT="postgres://postgres@127.0.0.1:5432/postgres"
+readonly PG_START_WAIT_S=30
+readonly NATS_HOST=127.0.0.1
+readonly NATS_PORT=4222
+readonly NATS_START_WAIT_S=5
+
+say() { printf '==> %s\n' "$*"; }
+warn() { printf 'warning: %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Succeeds when the server at $1 accepts a query (psql) or at least connections (pg_isready).
+pg_answers() {
+  if command -v psql >/dev/null 2>&1; then
+    PGCONNECT_TIMEOUT=3 psql "$1" -Atqc 'SELECT 1' >/dev/null 2>&1
+  elif command -v pg_isready >/dev/null 2>&1; then
+    pg_isready -q -t 3 -d "$1"
+  else
+    die "neither psql nor pg_isready is installed; install the PostgreSQL client (apt-get install postgresql-client)"
+  fi
+}
+
+tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+ensure_postgres() {
+  if [[ -n "${PARLEY_TEST_DATABASE_URL:-}" ]]; then
+    pg_answers "$PARLEY_TEST_DATABASE_URL" \
+      || die "PostgreSQL at PARLEY_TEST_DATABASE_URL does not answer; the tests need it"
+    return
+  fi
+  export PARLEY_TEST_DATABASE_URL="$PG_URL_DEFAULT"
+  pg_answers "$PARLEY_TEST_DATABASE_URL" && return
+
+  say "PostgreSQL is not answering on 127.0.0.1:5432; starting the local cluster"
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1 || true)
+  [[ -n "$version" ]] && command -v pg_ctlcluster >/dev/null 2>&1 \
+    || die "PostgreSQL is required: nothing answers on 127.0.0.1:5432 and no local cluster is installed (/etc/postgresql, pg_ctlcluster). Start one or set PARLEY_TEST_DATABASE_URL."
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start \
+    || warn "pg_ctlcluster $version main start failed; waiting in case it is starting anyway"
+  local waited_s=0
+  until pg_answers "$PARLEY_TEST_DATABASE_URL"; do
+    (( waited_s >= PG_START_WAIT_S )) \
+      && die "PostgreSQL $version did not answer on 127.0.0.1:5432 within ${PG_START_WAIT_S} s; the tests need it"
+    sleep 1
+    waited_s=$((waited_s + 1))
+  done
+}
+
+# NATS is not used by any test yet: a missing server is reported, not fatal.
+check_nats() {
+  tcp_open "$NATS_HOST" "$NATS_PORT" && return
+  if [[ -x /usr/sbin/nats-server ]] && command -v start-stop-daemon >/dev/null 2>&1; then
+    say "NATS is not listening on $NATS_HOST:$NATS_PORT; starting it"
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+      -a "$NATS_HOST" -p "$NATS_PORT" -js -sd /var/lib/nats-server -l /var/log/nats-server.log \
+      || true
+    local waited_s=0
+    until tcp_open "$NATS_HOST" "$NATS_PORT"; do
+      (( waited_s >= NATS_START_WAIT_S )) && break
+      sleep 1
+      waited_s=$((waited_s + 1))
+    done
+    tcp_open "$NATS_HOST" "$NATS_PORT" && return
+  fi
+  warn "NATS is not reachable on $NATS_HOST:$NATS_PORT (needed later for the NATS bus; no test uses it yet)"
+}
+
+say "cargo fmt --check"
+cargo fmt --all -- --check
+
+say "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+say "PostgreSQL"
+ensure_postgres
+say "NATS"
+check_nats
+
+status=0
+if cargo nextest --version >/dev/null 2>&1; then
+  say "cargo nextest run"
+  cargo nextest run --workspace --no-fail-fast || status=$?
+  # nextest does not run doc tests.
+  say "cargo test --doc"
+  cargo test --doc --workspace --no-fail-fast || status=$?
+else
+  say "cargo test"
+  cargo test --workspace --no-fail-fast || status=$?
+fi
+
+if (( status != 0 )); then
+  die "tests failed"
+fi
+say "all checks passed"
