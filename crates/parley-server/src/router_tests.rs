@@ -13,8 +13,8 @@ use parley_domain::{
 };
 use parley_store::token::hash_token;
 use parley_store::{
-    CreatedConversation, DeviceIdentity, EventsQuery, MembershipChange, NewConversation,
-    SendOutcome, SendRequest, Store, StoreError, User,
+    CreatedConversation, DeviceIdentity, EventsQuery, MemberSnapshot, MembershipChange,
+    NewConversation, Route, SendOutcome, SendRequest, Store, StoreError, User,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -172,6 +172,41 @@ impl Store for FakeStore {
         _: EventsQuery,
         _: u32,
     ) -> Result<EventsPage, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn mark_read(&self, _: &ConvId, _: &UserId, _: i64) -> Result<i64, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn renew_gateway(&self, _: &str, _: i64) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn claim_route(&self, _: &Route) -> Result<Option<Route>, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn release_route(&self, _: &UserId, _: &DeviceId, _: &str) -> Result<bool, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn current_members(&self, _: &ConvId) -> Result<MemberSnapshot, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn log_range(
+        &self,
+        _: &ConvId,
+        _: i64,
+        _: i64,
+        _: u32,
+    ) -> Result<Vec<Event>, StoreError> {
         self.touch();
         Err(refused())
     }

@@ -1,7 +1,7 @@
 //! The storage-neutral contract.
 
 use async_trait::async_trait;
-use parley_domain::{ConvId, ConversationView, DeviceId, EventsPage, Role, UserId};
+use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 
 use crate::error::StoreError;
 use crate::types::*;
@@ -83,4 +83,35 @@ pub trait Store: Send + Sync + 'static {
         query: EventsQuery,
         limit: u32,
     ) -> Result<EventsPage, StoreError>;
+
+    /// Moves `user`'s read position to `max(read_seq, min(seq, head))` (P8) and answers the
+    /// resulting position. `NotMember` unless the user ever had a period.
+    async fn mark_read(&self, conv_id: &ConvId, user: &UserId, seq: i64)
+        -> Result<i64, StoreError>;
+
+    // Realtime support for gateways.
+    /// Registers a gateway or renews its lease until now + `lease_ms`.
+    async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError>;
+    /// Points the device's route at a new connection and answers the route it replaced, whose
+    /// connection the caller must close (chapter 05).
+    async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError>;
+    /// Deletes the device's route only where it still names `conn_id` (P9). True when deleted.
+    async fn release_route(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        conn_id: &str,
+    ) -> Result<bool, StoreError>;
+    /// The current members of a conversation with the start of their open period, and the head
+    /// they were read at: what a gateway's member cache starts from.
+    async fn current_members(&self, conv_id: &ConvId) -> Result<MemberSnapshot, StoreError>;
+    /// Committed events with `after < seq <= upto`, ascending, unfiltered: gateways filter per
+    /// recipient with the member cache. At most `limit`.
+    async fn log_range(
+        &self,
+        conv_id: &ConvId,
+        after: i64,
+        upto: i64,
+        limit: u32,
+    ) -> Result<Vec<Event>, StoreError>;
 }

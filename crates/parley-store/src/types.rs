@@ -100,3 +100,20 @@ pub enum EventsQuery {
     /// Descending below an exclusive cursor; `None` is the newest page.
     Before { before: Option<i64> },
 }
+
+/// Where a device is connected: gateway and connection (SPEC §3, routes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub user_id: UserId,
+    pub device_id: DeviceId,
+    pub gateway_id: String,
+    pub conn_id: String,
+}
+
+/// The current members of a conversation as of `head`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSnapshot {
+    pub head: i64,
+    /// Each current member with the first seq of their open period.
+    pub members: Vec<(UserId, i64)>,
+}

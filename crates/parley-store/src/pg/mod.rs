@@ -8,6 +8,7 @@
 mod admin;
 mod membership;
 mod read;
+mod realtime;
 pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
@@ -15,7 +16,7 @@ mod send;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use parley_domain::{ConvId, ConversationView, DeviceId, EventsPage, Role, UserId};
+use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
@@ -156,5 +157,45 @@ impl Store for PgStore {
         limit: u32,
     ) -> Result<EventsPage, StoreError> {
         read::events(&self.pool, conv_id, viewer, query, limit).await
+    }
+
+    async fn mark_read(
+        &self,
+        conv_id: &ConvId,
+        user: &UserId,
+        seq: i64,
+    ) -> Result<i64, StoreError> {
+        read::mark_read(&self.pool, conv_id, user, seq).await
+    }
+
+    async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        realtime::renew_gateway(&self.pool, gateway_id, lease_ms).await
+    }
+
+    async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError> {
+        realtime::claim_route(&self.pool, route).await
+    }
+
+    async fn release_route(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        realtime::release_route(&self.pool, user_id, device_id, conn_id).await
+    }
+
+    async fn current_members(&self, conv_id: &ConvId) -> Result<MemberSnapshot, StoreError> {
+        realtime::current_members(&self.pool, conv_id).await
+    }
+
+    async fn log_range(
+        &self,
+        conv_id: &ConvId,
+        after: i64,
+        upto: i64,
+        limit: u32,
+    ) -> Result<Vec<Event>, StoreError> {
+        read::log_range(&self.pool, conv_id, after, upto, limit).await
     }
 }

@@ -305,3 +305,50 @@ pub(super) async fn list_conversations(
     tx.commit().await?;
     Ok(out)
 }
+
+pub(super) async fn log_range(
+    pool: &PgPool,
+    conv_id: &ConvId,
+    after: i64,
+    upto: i64,
+    limit: u32,
+) -> Result<Vec<Event>, StoreError> {
+    if upto <= after {
+        return Ok(Vec::new());
+    }
+    let mut conn = pool.acquire().await?;
+    range(
+        &mut conn,
+        conv_id,
+        (after.saturating_add(1), upto),
+        false,
+        limit.max(1) as usize,
+    )
+    .await
+}
+
+pub(super) async fn mark_read(
+    pool: &PgPool,
+    conv_id: &ConvId,
+    user: &UserId,
+    seq: i64,
+) -> Result<i64, StoreError> {
+    let mut tx = pool.begin().await?;
+    let snap = snapshot(&mut tx, conv_id, user).await?;
+    // Clamped to the head the reader may see; GREATEST keeps it monotonic under concurrent marks.
+    let target = seq.min(snap.head).max(0);
+    let read_seq: i64 = sqlx::query_scalar(
+        "INSERT INTO read_marks (conv_id, user_id, read_seq) VALUES ($1, $2, $3)
+         ON CONFLICT (conv_id, user_id) DO UPDATE
+           SET read_seq = GREATEST(read_marks.read_seq, EXCLUDED.read_seq),
+               updated_at = CASE WHEN EXCLUDED.read_seq > read_marks.read_seq THEN now() ELSE read_marks.updated_at END
+         RETURNING read_seq",
+    )
+    .bind(conv_id.as_str())
+    .bind(user.as_str())
+    .bind(target)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(read_seq)
+}
