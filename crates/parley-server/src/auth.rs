@@ -28,7 +28,12 @@ pub struct Admin;
 /// The token of an `Authorization: Bearer <token>` header; `None` when the header is missing,
 /// not text, of another scheme or empty.
 pub fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    bearer_from_headers(&parts.headers)
+}
+
+/// The bearer token of a header map; see `bearer_token`.
+pub fn bearer_from_headers(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case(BEARER_SCHEME) {
         return None;

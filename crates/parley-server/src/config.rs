@@ -20,6 +20,24 @@ pub struct ServerConfig {
     pub pull_threshold: u32,
     /// Retention of new conversations that do not name their own; `None` keeps events forever.
     pub retention_ms: Option<i64>,
+    /// This node's id in the gateways and routes tables.
+    pub gateway_id: String,
+    /// A WebSocket with no frame from the client for this long is closed.
+    pub idle_timeout_ms: u64,
+    /// Browser origins allowed to open WebSockets besides the server's own; `*` allows any.
+    pub ws_allowed_origins: Vec<String>,
+    /// Frames queued per connection before it counts as too slow and is closed (4008).
+    pub outbound_queue_len_max: usize,
+}
+
+/// Default WebSocket idle timeout (SPEC §6).
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// Default outbound queue per connection.
+pub const OUTBOUND_QUEUE_LEN_MAX_DEFAULT: usize = 1_024;
+
+/// A gateway id for a node that was given none.
+pub fn generated_gateway_id() -> String {
+    format!("gw-{}", uuid::Uuid::new_v4().simple())
 }
 
 impl Default for ServerConfig {
@@ -31,6 +49,10 @@ impl Default for ServerConfig {
             recall_window_ms: RECALL_WINDOW_MS_DEFAULT,
             pull_threshold: PULL_THRESHOLD_DEFAULT,
             retention_ms: None,
+            gateway_id: generated_gateway_id(),
+            idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
+            ws_allowed_origins: Vec::new(),
+            outbound_queue_len_max: OUTBOUND_QUEUE_LEN_MAX_DEFAULT,
         }
     }
 }
@@ -44,6 +66,10 @@ impl fmt::Debug for ServerConfig {
             .field("recall_window_ms", &self.recall_window_ms)
             .field("pull_threshold", &self.pull_threshold)
             .field("retention_ms", &self.retention_ms)
+            .field("gateway_id", &self.gateway_id)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("ws_allowed_origins", &self.ws_allowed_origins)
+            .field("outbound_queue_len_max", &self.outbound_queue_len_max)
             .finish()
     }
 }

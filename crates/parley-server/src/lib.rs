@@ -10,6 +10,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod error;
+pub mod gateway;
 pub mod path;
 pub mod query;
 mod routes;
@@ -52,7 +53,27 @@ pub async fn run(
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, app(state))
+    let gateway = state.gateway().clone();
+    let background = tokio_util::sync::CancellationToken::new();
+    gateway.start(
+        state.store().clone(),
+        state.bus().clone(),
+        background.clone(),
+    );
+    let closing = gateway.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.begin_shutdown();
+    };
+    let served = axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    gateway
+        .wait_closed(std::time::Duration::from_millis(SHUTDOWN_DRAIN_MS))
+        .await;
+    background.cancel();
+    served
 }
+
+/// How long shutdown waits for WebSocket connections to answer in-flight requests and close.
+const SHUTDOWN_DRAIN_MS: u64 = 10_000;

@@ -112,3 +112,26 @@ pub async fn remove_member(
     announce(state, change.event);
     Ok(seq)
 }
+
+/// Moves the caller's read position (P8) and tells the user's other devices on this gateway.
+pub async fn mark_read(
+    state: &AppState,
+    identity: &DeviceIdentity,
+    conv_id: &ConvId,
+    seq: i64,
+) -> Result<i64, ApiError> {
+    if seq < 0 {
+        return Err(ApiError::bad_request("seq must not be negative"));
+    }
+    let read_seq = state
+        .store()
+        .mark_read(conv_id, &identity.user_id, seq)
+        .await?;
+    let frame = crate::gateway::frames::read(conv_id.as_str(), read_seq);
+    state.gateway().hub().for_each_of(&identity.user_id, |c| {
+        if c.device_id != identity.device_id {
+            c.push(frame.clone());
+        }
+    });
+    Ok(read_seq)
+}

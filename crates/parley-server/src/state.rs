@@ -7,6 +7,7 @@ use parley_store::token::hash_token;
 use parley_store::Store;
 
 use crate::config::ServerConfig;
+use crate::gateway::Gateway;
 
 /// Cheap to clone: every field is shared, so axum hands one copy to each request.
 #[derive(Clone)]
@@ -17,6 +18,7 @@ pub struct AppState {
     /// Hash of the admin token, computed once so each admin request compares two digests of
     /// equal length in constant time. `None` when no admin token is configured.
     admin_token_hash: Option<Arc<str>>,
+    gateway: Arc<Gateway>,
 }
 
 impl AppState {
@@ -26,7 +28,9 @@ impl AppState {
         } else {
             Some(Arc::from(hash_token(&config.admin_token)))
         };
+        let gateway = Arc::new(Gateway::new(config.gateway_id.clone()));
         Self {
+            gateway,
             store,
             bus,
             config: Arc::new(config),
@@ -44,6 +48,10 @@ impl AppState {
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
     }
 
     pub(crate) fn admin_token_hash(&self) -> Option<&str> {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::Admin;
 use crate::body::JsonBody;
 use crate::error::ApiError;
+use crate::gateway::hub::CloseReason;
 use crate::path::{self, DeferredPath, UserDevicePath, UserPath};
 use crate::state::AppState;
 
@@ -77,6 +78,11 @@ pub async fn issue_device(
         .store()
         .issue_device_token(&user_id, &device_id, &token_hash)
         .await?;
+    // The old token stopped working; so do its open connections.
+    state
+        .gateway()
+        .hub()
+        .close_device(&user_id, &device_id, CloseReason::Revoked);
     Ok((
         StatusCode::CREATED,
         Json(DeviceIssued {
@@ -96,5 +102,9 @@ pub async fn revoke_device(
 ) -> Result<StatusCode, ApiError> {
     let (user_id, device_id) = path.into_inner()?.ids()?;
     state.store().revoke_device(&user_id, &device_id).await?;
+    state
+        .gateway()
+        .hub()
+        .close_device(&user_id, &device_id, CloseReason::Revoked);
     Ok(StatusCode::NO_CONTENT)
 }

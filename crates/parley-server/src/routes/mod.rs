@@ -5,7 +5,8 @@ mod conversations;
 mod events;
 mod health;
 mod members;
-mod messages;
+pub(crate) mod messages;
+mod read;
 
 use axum::routing::{delete, get, post};
 use axum::Router;
@@ -40,6 +41,8 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/conversations/{conv_id}/messages", post(messages::send))
         .route("/v1/conversations/{conv_id}/events", get(events::list))
+        .route("/v1/conversations/{conv_id}/read", post(read::mark))
+        .route("/v1/ws", get(crate::gateway::socket::upgrade))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
 }

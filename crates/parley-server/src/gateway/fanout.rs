@@ -1,0 +1,197 @@
+//! Fanout on one gateway: committed events from the bus to every online device of every member.
+//!
+//! Events of a conversation are pushed in seq order. The bus may deliver announcements out of
+//! order (each send announces after its own commit) or coalesced (one hint for many events):
+//! when an announcement is not the next seq, the missing range is read from the log, which
+//! holds it already, since seq N commits only after N - 1 did. A lost announcement blocks
+//! nothing: the client repairs by sync.
+//!
+//! Member sets come from a per-conversation cache that the log's own join and leave events
+//! update in seq order; the store is asked once per conversation, not per pushed event.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, Utf8Bytes};
+use parley_bus::{Announcement, Subscription};
+use parley_domain::{ConvId, Event, EventKind, UserId};
+use parley_store::Store;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::hub::Hub;
+
+/// Most events read from the log to repair one out-of-order or coalesced announcement; a
+/// larger gap is left to the clients' sync.
+const REPAIR_EVENTS_MAX: u32 = 500;
+/// Most conversations whose member sets are cached; past it the cache starts over.
+const MEMBER_CACHE_CONVS_MAX: usize = 100_000;
+
+struct ConvState {
+    /// The last seq pushed for this conversation; `None` until the first push.
+    last_pushed: Option<i64>,
+    /// Current members with the first seq of their open period.
+    members: HashMap<UserId, i64>,
+    /// The seq up to which `members` reflects the log.
+    members_through: i64,
+}
+
+pub struct Fanout {
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    convs: HashMap<ConvId, ConvState>,
+}
+
+/// The event frame of SPEC §7, serialised once and shared by every recipient.
+pub fn event_frame(event: &Event) -> Option<Message> {
+    let text =
+        serde_json::to_string(&serde_json::json!({ "type": "event", "event": event })).ok()?;
+    Some(Message::Text(Utf8Bytes::from(text)))
+}
+
+impl Fanout {
+    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
+        Self {
+            store,
+            hub,
+            convs: HashMap::new(),
+        }
+    }
+
+    pub async fn run(mut self, mut sub: Subscription, shutdown: CancellationToken) {
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = sub.recv() => next,
+            };
+            match next {
+                Ok(a) => self.handle(a).await,
+                Err(RecvError::Lagged(missed)) => {
+                    // Announcements were lost; positions are unknown, so start over. Clients
+                    // repair the missed pushes by sync.
+                    tracing::warn!(missed, "fanout lagged behind the bus");
+                    self.convs.clear();
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    }
+
+    async fn handle(&mut self, a: Announcement) {
+        if self.hub.online_user_count() == 0 {
+            // Nobody to push to; forget positions so no stale gap is repaired later.
+            self.convs.clear();
+            return;
+        }
+        if self.convs.len() >= MEMBER_CACHE_CONVS_MAX && !self.convs.contains_key(&a.conv_id) {
+            self.convs.clear();
+        }
+        if !self.convs.contains_key(&a.conv_id) {
+            match self.store.current_members(&a.conv_id).await {
+                Ok(snap) => {
+                    let state = ConvState {
+                        last_pushed: None,
+                        members: snap.members.into_iter().collect(),
+                        members_through: snap.head,
+                    };
+                    self.convs.insert(a.conv_id.clone(), state);
+                }
+                Err(e) => {
+                    tracing::warn!(conv_id = %a.conv_id, error = %e, "member snapshot failed; push skipped");
+                    return;
+                }
+            }
+        }
+        let events = match self.events_to_push(&a).await {
+            Ok(events) => events,
+            Err(e) => {
+                tracing::warn!(conv_id = %a.conv_id, error = %e, "log read for fanout failed; push skipped");
+                return;
+            }
+        };
+        let Some(state) = self.convs.get_mut(&a.conv_id) else {
+            return;
+        };
+        for event in events {
+            if state.last_pushed.is_some_and(|lp| event.seq <= lp) {
+                continue;
+            }
+            apply_membership(state, &event);
+            push(&self.hub, state, &event);
+            state.last_pushed = Some(event.seq);
+        }
+    }
+
+    async fn events_to_push(
+        &self,
+        a: &Announcement,
+    ) -> Result<Vec<Arc<Event>>, parley_store::StoreError> {
+        let last_pushed = self.convs.get(&a.conv_id).and_then(|s| s.last_pushed);
+        let from = match (last_pushed, &a.event) {
+            (Some(lp), _) if a.head <= lp => return Ok(Vec::new()),
+            (Some(lp), Some(e)) if e.seq == lp + 1 => return Ok(vec![e.clone()]),
+            (None, Some(e)) => return Ok(vec![e.clone()]),
+            (Some(lp), _) => lp.max(a.head - i64::from(REPAIR_EVENTS_MAX)),
+            (None, None) => a.head - 1,
+        };
+        let events = self
+            .store
+            .log_range(&a.conv_id, from, a.head, REPAIR_EVENTS_MAX)
+            .await?;
+        Ok(events.into_iter().map(Arc::new).collect())
+    }
+}
+
+/// Applies a join or leave that the cache has not seen yet.
+fn apply_membership(state: &mut ConvState, event: &Event) {
+    if event.seq <= state.members_through {
+        return;
+    }
+    state.members_through = event.seq;
+    let Some(subject) = &event.subject_user else {
+        return;
+    };
+    match event.kind {
+        EventKind::Join => {
+            state.members.insert(subject.clone(), event.seq);
+        }
+        EventKind::Leave => {
+            state.members.remove(subject);
+        }
+        EventKind::Msg | EventKind::Recall => {}
+    }
+}
+
+/// Pushes one event to every online device of every member whose open period covers it, and
+/// to the leaver of a leave event (who sees their own leave).
+fn push(hub: &Hub, state: &ConvState, event: &Event) {
+    let Some(frame) = event_frame(event) else {
+        return;
+    };
+    let covers = |from_seq: &i64| *from_seq <= event.seq;
+    let online = hub.online_users();
+    let send_to = |user: &UserId| {
+        hub.for_each_of(user, |c| {
+            c.push(frame.clone());
+        })
+    };
+    // Walk the smaller of the two sets: online users or members.
+    if online.len() < state.members.len() {
+        for user in &online {
+            if state.members.get(user).is_some_and(covers) {
+                send_to(user);
+            }
+        }
+    } else {
+        for (user, from_seq) in &state.members {
+            if covers(from_seq) {
+                send_to(user);
+            }
+        }
+    }
+    if event.kind == EventKind::Leave {
+        if let Some(subject) = &event.subject_user {
+            send_to(subject);
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The connections this gateway holds, by user, and the one way to reach or close them.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use axum::extract::ws::Message;
+use parley_domain::{DeviceId, UserId};
+use tokio::sync::{mpsc, watch};
+
+/// Why a connection is being closed, and the close code the client sees (SPEC §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// A newer connection of the same device took over.
+    Kicked,
+    /// The device's token was revoked or re-issued.
+    Revoked,
+    /// The outbound queue filled: the client reads too slowly and must resync.
+    TooSlow,
+    /// The server is shutting down.
+    Shutdown,
+    /// No frame arrived within the idle timeout.
+    Idle,
+    /// A frame exceeded the size limit.
+    TooLarge,
+    /// The client went away or broke the protocol; no close frame is owed.
+    Gone,
+}
+
+impl CloseReason {
+    pub fn code(self) -> u16 {
+        match self {
+            Self::Kicked => 4001,
+            Self::Revoked => 4003,
+            Self::TooSlow => 4008,
+            Self::Shutdown => 1001,
+            Self::Idle => 1000,
+            Self::TooLarge => 1009,
+            Self::Gone => 1000,
+        }
+    }
+
+    /// Whether frames already queued should still be written before the close frame.
+    pub fn drains_queue(self) -> bool {
+        matches!(
+            self,
+            Self::Shutdown | Self::Kicked | Self::Revoked | Self::Idle
+        )
+    }
+}
+
+/// One live connection as the rest of the gateway sees it.
+pub struct ConnHandle {
+    pub conn_id: String,
+    pub device_id: DeviceId,
+    tx: mpsc::Sender<Message>,
+    close: watch::Sender<Option<CloseReason>>,
+}
+
+impl ConnHandle {
+    pub fn new(
+        conn_id: String,
+        device_id: DeviceId,
+        tx: mpsc::Sender<Message>,
+        close: watch::Sender<Option<CloseReason>>,
+    ) -> Self {
+        Self {
+            conn_id,
+            device_id,
+            tx,
+            close,
+        }
+    }
+
+    /// Queues a frame without waiting. A full queue closes the connection as too slow: one
+    /// slow client never delays the others, and it repairs what it missed by sync.
+    pub fn push(&self, frame: Message) -> bool {
+        match self.tx.try_send(frame) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close(CloseReason::TooSlow);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Asks the connection to close; the first reason wins.
+    pub fn close(&self, reason: CloseReason) {
+        self.close.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+/// Live connections by user. Critical sections are short and never await.
+#[derive(Default)]
+pub struct Hub {
+    conns: Mutex<HashMap<UserId, Vec<std::sync::Arc<ConnHandle>>>>,
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<UserId, Vec<std::sync::Arc<ConnHandle>>>> {
+        // A panic while holding the lock leaves plain data behind; keep serving.
+        self.conns
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds a connection and kicks any older connection of the same device on this gateway.
+    pub fn register(&self, user: &UserId, handle: std::sync::Arc<ConnHandle>) {
+        let mut conns = self.lock();
+        let list = conns.entry(user.clone()).or_default();
+        list.retain(|old| {
+            if old.device_id == handle.device_id {
+                old.close(CloseReason::Kicked);
+                false
+            } else {
+                true
+            }
+        });
+        list.push(handle);
+    }
+
+    /// Removes a connection, only if it is still the one registered (P9 on this gateway).
+    pub fn unregister(&self, user: &UserId, conn_id: &str) {
+        let mut conns = self.lock();
+        if let Some(list) = conns.get_mut(user) {
+            list.retain(|c| c.conn_id != conn_id);
+            if list.is_empty() {
+                conns.remove(user);
+            }
+        }
+    }
+
+    /// Calls `f` for every connection of `user`.
+    pub fn for_each_of(&self, user: &UserId, mut f: impl FnMut(&ConnHandle)) {
+        if let Some(list) = self.lock().get(user) {
+            list.iter().for_each(|c| f(c));
+        }
+    }
+
+    /// Closes every connection of one device.
+    pub fn close_device(&self, user: &UserId, device: &DeviceId, reason: CloseReason) {
+        self.for_each_of(user, |c| {
+            if &c.device_id == device {
+                c.close(reason);
+            }
+        });
+    }
+
+    /// Closes one connection by id, if this gateway holds it.
+    pub fn close_conn(&self, user: &UserId, conn_id: &str, reason: CloseReason) {
+        self.for_each_of(user, |c| {
+            if c.conn_id == conn_id {
+                c.close(reason);
+            }
+        });
+    }
+
+    pub fn close_all(&self, reason: CloseReason) {
+        for list in self.lock().values() {
+            list.iter().for_each(|c| c.close(reason));
+        }
+    }
+
+    /// Users with at least one connection here.
+    pub fn online_users(&self) -> Vec<UserId> {
+        self.lock().keys().cloned().collect()
+    }
+
+    pub fn online_user_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_online(&self, user: &UserId) -> bool {
+        self.lock().contains_key(user)
+    }
+}

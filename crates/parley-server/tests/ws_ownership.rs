@@ -1,0 +1,120 @@
+//! Connection ownership (chapter 05): routes, kicks and revocation.
+
+mod ws_support;
+
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use parley_domain::{DeviceId, UserId};
+use parley_store::{Route, Store};
+use parley_testkit::{ServerConfig, TestServer};
+use serde_json::json;
+use ws_support::Ws;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+async fn route_conn(server: &TestServer, user: &str) -> Result<Option<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT conn_id FROM routes WHERE user_id = $1 AND device_id = 'd1'")
+            .bind(user)
+            .fetch_optional(server.store().pool())
+            .await?,
+    )
+}
+
+/// A newer connection of the same device closes the older one with `kicked` and 4001.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_05_kick_old_connection() -> Result<()> {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let ana = server.user_with_device("u-ana").await;
+    let mut old = Ws::connect(server.base_url(), ana.token()).await?;
+    old.send(json!({"type": "ping", "req_id": 1})).await?;
+    old.next_of("pong", WAIT).await?;
+    let mut new = Ws::connect(server.base_url(), ana.token()).await?;
+    let (code, frames) = old.until_close(WAIT).await?;
+    ensure!(code == 4001, "close code {code}");
+    ensure!(
+        frames.iter().any(|f| f["type"] == "kicked"),
+        "no kicked frame before close: {frames:?}"
+    );
+    new.send(json!({"type": "ping", "req_id": 2})).await?;
+    ensure!(
+        new.next_of("pong", WAIT).await?["req_id"] == 2,
+        "new connection not serving"
+    );
+    Ok(())
+}
+
+/// The old connection's cleanup keeps the new connection's route (P9), both through the
+/// gateway and at the store's compare-and-delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let ana = server.user_with_device("u-ana").await;
+    let mut old = Ws::connect(server.base_url(), ana.token()).await?;
+    old.send(json!({"type": "ping", "req_id": 1})).await?;
+    old.next_of("pong", WAIT).await?;
+    let first = route_conn(&server, "u-ana").await?;
+    ensure!(first.is_some(), "no route for the first connection");
+    let mut new = Ws::connect(server.base_url(), ana.token()).await?;
+    new.send(json!({"type": "ping", "req_id": 2})).await?;
+    new.next_of("pong", WAIT).await?;
+    let (code, _) = old.until_close(WAIT).await?;
+    ensure!(code == 4001, "old close code {code}");
+    // Give the old connection's cleanup time to run, then check the route is the new one's.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = route_conn(&server, "u-ana").await?;
+    ensure!(
+        second.is_some() && second != first,
+        "route after old cleanup: {second:?} (first {first:?})"
+    );
+
+    // The store's guard by itself: releasing with the old conn_id deletes nothing.
+    let (user, device) = (UserId::parse("u-ana")?, DeviceId::parse("d1")?);
+    let stale = first.unwrap_or_default();
+    ensure!(
+        !server.store().release_route(&user, &device, &stale).await?,
+        "stale release deleted a route"
+    );
+    ensure!(
+        route_conn(&server, "u-ana").await? == second,
+        "route changed by stale release"
+    );
+    // Negative control: an unguarded delete would have removed the live route.
+    let route = Route {
+        user_id: user.clone(),
+        device_id: device.clone(),
+        gateway_id: "gw-x".into(),
+        conn_id: "c-new".into(),
+    };
+    server.store().claim_route(&route).await?;
+    sqlx::query("DELETE FROM routes WHERE user_id = 'u-ana' AND device_id = 'd1'")
+        .execute(server.store().pool())
+        .await?;
+    ensure!(
+        route_conn(&server, "u-ana").await?.is_none(),
+        "control: the unguarded delete should remove the route"
+    );
+    drop(new);
+    Ok(())
+}
+
+/// Revoking a device's token closes its sockets with 4003.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_05_revoked_token_closes_socket() -> Result<()> {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let ana = server.user_with_device("u-ana").await;
+    let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
+    ws.send(json!({"type": "ping", "req_id": 1})).await?;
+    ws.next_of("pong", WAIT).await?;
+    server.admin().revoke_device("u-ana", "d1").await?;
+    let (code, _) = ws.until_close(WAIT).await?;
+    ensure!(code == 4003, "close code {code}");
+    // And the revoked token cannot connect again: the upgrade answers 401.
+    let again = Ws::connect(server.base_url(), ana.token()).await;
+    ensure!(
+        again.is_err() && format!("{:?}", again.err()).contains("401"),
+        "revoked token connected"
+    );
+    Ok(())
+}
