@@ -61,6 +61,10 @@ impl Client {
         self
     }
 
+    pub(crate) fn http(&self) -> &Http {
+        &self.http
+    }
+
     pub fn base_url(&self) -> &Url {
         self.http.base_url()
     }

@@ -52,6 +52,21 @@ pub enum ClientError {
     /// The base URL cannot address the server's endpoints.
     #[error("invalid base URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
+    /// The WebSocket could not be opened, or it dropped before the answer came: the request may
+    /// or may not have been applied.
+    #[error("WebSocket unavailable: {reason}")]
+    Disconnected { reason: String },
+    /// No answer on the WebSocket within the configured time: the request may or may not have
+    /// been applied.
+    #[error("no WebSocket answer within {waited_ms} ms")]
+    NoAnswer { waited_ms: u64 },
+    /// A WebSocket frame from the server that does not have the documented shape. The reason
+    /// names the position, never the content, so message bodies stay out of logs.
+    #[error("cannot decode a WebSocket frame: {reason}")]
+    BadFrame { reason: String },
+    /// The realtime session has stopped for good; nothing more is sent on it.
+    #[error("the realtime session has stopped: {reason}")]
+    SessionStopped { reason: crate::ws::StopReason },
 }
 
 impl ClientError {
@@ -61,7 +76,13 @@ impl ClientError {
             Self::Api { status, .. }
             | Self::UnexpectedStatus { status, .. }
             | Self::Decode { status, .. } => Some(*status),
-            Self::Timeout(_) | Self::Transport(_) | Self::InvalidUrl { .. } => None,
+            Self::Timeout(_)
+            | Self::Transport(_)
+            | Self::InvalidUrl { .. }
+            | Self::Disconnected { .. }
+            | Self::NoAnswer { .. }
+            | Self::BadFrame { .. }
+            | Self::SessionStopped { .. } => None,
         }
     }
 
@@ -77,12 +98,42 @@ impl ClientError {
     /// is both safe (idempotent) and useful. Refusals are final and are never retried.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Timeout(_) | Self::Transport(_) => true,
+            Self::Timeout(_)
+            | Self::Transport(_)
+            | Self::Disconnected { .. }
+            | Self::NoAnswer { .. } => true,
             Self::Api { status, code, .. } => {
                 *status == STATUS_SERVICE_UNAVAILABLE
                     && (code == code::OUTCOME_UNKNOWN || code == code::UNAVAILABLE)
             }
-            Self::UnexpectedStatus { .. } | Self::Decode { .. } | Self::InvalidUrl { .. } => false,
+            Self::UnexpectedStatus { .. }
+            | Self::Decode { .. }
+            | Self::InvalidUrl { .. }
+            | Self::BadFrame { .. }
+            | Self::SessionStopped { .. } => false,
+        }
+    }
+
+    /// The error without any answer body or decoder message, for logs: both may quote message
+    /// text, which never goes to logs.
+    pub(crate) fn redacted(&self) -> String {
+        match self {
+            Self::Decode { status, .. } => format!("cannot decode the HTTP {status} answer"),
+            Self::UnexpectedStatus { status, .. } => {
+                format!("HTTP {status} without an error envelope")
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// The error a WebSocket `error` frame stands for. The frame has no HTTP status, so the
+    /// status is the one SPEC §6 gives the code; that keeps [`ClientError::status`] and
+    /// [`ClientError::is_retryable`] meaning the same over both transports.
+    pub(crate) fn from_frame(code: String, message: String) -> Self {
+        Self::Api {
+            status: http_status_of(&code),
+            code,
+            message,
         }
     }
 
@@ -94,6 +145,26 @@ impl ClientError {
         } else {
             Self::Transport(e)
         }
+    }
+}
+
+/// The HTTP status SPEC §6 gives an error code. A code this SDK does not know is reported as
+/// 500: a server-side refusal that is neither retried nor mistaken for a client mistake.
+pub fn http_status_of(code: &str) -> u16 {
+    match code {
+        code::BAD_REQUEST => 400,
+        code::UNAUTHENTICATED => 401,
+        code::FORBIDDEN | code::NOT_SENDER => 403,
+        code::NOT_MEMBER | code::NOT_FOUND => 404,
+        code::ALREADY_MEMBER
+        | code::ALREADY_EXISTS
+        | code::IDEMPOTENCY_MISMATCH
+        | code::RECALL_WINDOW_EXPIRED
+        | code::EPOCH_CHANGED => 409,
+        code::BODY_TOO_LARGE | code::REQUEST_TOO_LARGE => 413,
+        code::RATE_LIMITED => 429,
+        code::OUTCOME_UNKNOWN | code::UNAVAILABLE => STATUS_SERVICE_UNAVAILABLE,
+        _ => 500,
     }
 }
 
@@ -120,6 +191,38 @@ mod tests {
             body: String::new(),
         };
         assert!(!odd.is_retryable());
+    }
+
+    #[test]
+    fn frame_errors_take_the_status_of_their_code() {
+        let e = ClientError::from_frame(code::OUTCOME_UNKNOWN.into(), String::new());
+        assert_eq!(e.status(), Some(503));
+        assert!(e.is_retryable());
+        let e = ClientError::from_frame(code::NOT_MEMBER.into(), String::new());
+        assert_eq!((e.status(), e.code()), (Some(404), Some("NOT_MEMBER")));
+        assert!(!e.is_retryable());
+        assert_eq!(http_status_of("SOMETHING_NEW"), 500);
+        assert!(ClientError::NoAnswer { waited_ms: 1 }.is_retryable());
+        assert!(ClientError::Disconnected { reason: "x".into() }.is_retryable());
+    }
+
+    #[test]
+    fn redacted_errors_leave_bodies_out() {
+        let e = ClientError::Decode {
+            status: 200,
+            reason: "invalid type: string \"secret words\"".into(),
+            body: r#"{"body":"secret words"}"#.into(),
+        };
+        assert!(!e.redacted().contains("secret"), "{}", e.redacted());
+        let e = ClientError::UnexpectedStatus {
+            status: 502,
+            body: "secret words".into(),
+        };
+        assert!(!e.redacted().contains("secret"));
+        assert_eq!(
+            api(404, code::NOT_MEMBER).redacted(),
+            api(404, code::NOT_MEMBER).to_string()
+        );
     }
 
     #[test]

@@ -194,7 +194,7 @@ struct ErrorBody {
 
 /// The error of a non-success answer: the stable code when the body is the documented
 /// envelope, the raw status otherwise.
-fn error_from_answer(status: u16, bytes: &[u8]) -> ClientError {
+pub(crate) fn error_from_answer(status: u16, bytes: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorEnvelope>(bytes) {
         Ok(ErrorEnvelope { error }) => ClientError::Api {
             status,

@@ -4,7 +4,8 @@
 //! [`AdminClient`] creates users and issues device tokens. Answers are typed ([`types`]), errors
 //! carry the HTTP status and the stable error code ([`ClientError`]), and
 //! [`Client::send_with_retry`] turns an unknown send outcome into a known one by resending the
-//! same request key. [`RawRequest`] reaches the server outside the typed API.
+//! same request key. [`RawRequest`] reaches the server outside the typed API. [`Realtime`]
+//! ([`ws`]) keeps the device's WebSocket and delivers every event exactly once, in order.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), parley_client::ClientError> {
@@ -31,6 +32,7 @@ mod raw;
 mod request;
 mod retry;
 pub mod types;
+pub mod ws;
 
 pub use admin::AdminClient;
 pub use client::Client;
@@ -45,6 +47,7 @@ pub use types::{
     ConvKind, Conversation, ConversationList, DeliveryMode, DeviceToken, Event, EventKind,
     EventsPage, Member, MembershipSeq, ReadAck, RecallAck, Role, RoleChange, SendAck, User,
 };
+pub use ws::{Delivery, Realtime, RealtimeHandle, RealtimeOptions, StopReason};
 
 /// The HTTP method type used by [`Client::raw`], re-exported so tests need no direct reqwest
 /// dependency.

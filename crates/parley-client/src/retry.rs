@@ -50,15 +50,7 @@ impl RetryPolicy {
     /// `backoff_max_ms`, then drawn from its upper half so that clients cut off together do not
     /// come back together.
     pub fn backoff_ms(&self, failures: u32) -> u64 {
-        let doublings = failures.saturating_sub(1).min(u64::BITS - 1);
-        let ceiling_ms = self
-            .backoff_first_ms
-            .saturating_mul(1u64 << doublings)
-            .min(self.backoff_max_ms);
-        if ceiling_ms == 0 {
-            return 0;
-        }
-        rand::thread_rng().gen_range(ceiling_ms.div_ceil(2)..=ceiling_ms)
+        backoff_ms(self.backoff_first_ms, self.backoff_max_ms, failures)
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the attempts are used up; the last
@@ -83,6 +75,18 @@ impl RetryPolicy {
             }
         }
     }
+}
+
+/// The pause after `failures` failures: doubling from `first_ms` up to `max_ms`, then drawn from
+/// the upper half of that ceiling so that clients cut off together do not come back together.
+/// Shared by send retries and WebSocket reconnects.
+pub(crate) fn backoff_ms(first_ms: u64, max_ms: u64, failures: u32) -> u64 {
+    let doublings = failures.saturating_sub(1).min(u64::BITS - 1);
+    let ceiling_ms = first_ms.saturating_mul(1u64 << doublings).min(max_ms);
+    if ceiling_ms == 0 {
+        return 0;
+    }
+    rand::thread_rng().gen_range(ceiling_ms.div_ceil(2)..=ceiling_ms)
 }
 
 #[cfg(test)]

@@ -1,0 +1,358 @@
+//! The background task of a session: it owns the socket, writes requests and matches their
+//! answers, keeps the connection alive, and replaces it when it drops.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
+use crate::error::ClientError;
+use crate::retry::backoff_ms;
+use crate::ws::connection::{self, on_close, Ended, Silence, Socket};
+use crate::ws::frames::{ClientFrame, Request, ServerFrame};
+use crate::ws::options::RealtimeOptions;
+use crate::ws::sequencer::{Sequencer, Stopped};
+use crate::ws::session::{Command, Delivery, Reply, Shared, StopReason};
+
+/// Longest wait for the server to acknowledge our close frame when the app closes the session.
+const CLOSE_WAIT_MS: u64 = 1_000;
+
+pub(crate) struct Driver {
+    client: Client,
+    options: RealtimeOptions,
+    shared: Arc<Shared>,
+    sequencer: Sequencer,
+    commands: mpsc::Receiver<Command>,
+    cancel: CancellationToken,
+    /// Written requests waiting for their answer, by `req_id`. Bounded by
+    /// `requests_in_flight_max`; emptied whenever a connection ends.
+    pending: HashMap<String, Reply>,
+    requests_written: u64,
+}
+
+impl Driver {
+    pub(crate) fn new(
+        client: Client,
+        options: RealtimeOptions,
+        shared: Arc<Shared>,
+        commands: mpsc::Receiver<Command>,
+        deliveries: mpsc::Sender<Delivery>,
+        cancel: CancellationToken,
+    ) -> Self {
+        let sequencer = Sequencer::new(
+            client.clone(),
+            &options,
+            shared.clone(),
+            deliveries,
+            cancel.clone(),
+        );
+        Self {
+            client,
+            options,
+            shared,
+            sequencer,
+            commands,
+            cancel,
+            pending: HashMap::new(),
+            requests_written: 0,
+        }
+    }
+
+    /// Serves connections until the session stops: after each lost one, reconnects and catches
+    /// every tracked conversation up, since pushes sent meanwhile are gone.
+    pub(crate) async fn run(mut self, first: Socket) {
+        let mut socket = first;
+        let reason = loop {
+            match self.serve(socket).await {
+                Ended::Stop(reason) => break reason,
+                Ended::Lost(why) => {
+                    tracing::info!(reason = %why, "realtime connection lost; reconnecting");
+                    self.fail_pending(|| ClientError::Disconnected {
+                        reason: why.clone(),
+                    });
+                }
+            }
+            socket = match self.reconnect().await {
+                Ok(socket) => socket,
+                Err(reason) => break reason,
+            };
+            let caught_up = match self.sequencer.deliver(Delivery::Reconnected).await {
+                Ok(()) => self.sequencer.resync_all().await,
+                Err(stopped) => Err(stopped),
+            };
+            if caught_up.is_err() {
+                break StopReason::Closed;
+            }
+        };
+        self.finish(reason).await;
+    }
+
+    /// Reads and writes one connection until it ends. The socket is dropped on return, so a
+    /// lost connection is not kept open (and pushed to) while the session waits to reconnect.
+    async fn serve(&mut self, mut socket: Socket) -> Ended {
+        let socket = &mut socket;
+        let period = Duration::from_millis(self.options.ping_interval_ms.max(1));
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut silence = Silence::new();
+        loop {
+            let room = self.pending.len() < self.options.requests_in_flight_max.max(1);
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => {
+                    let close = socket.close(None);
+                    // Best effort: the session ends whether or not the server answers.
+                    let _ = tokio::time::timeout(Duration::from_millis(CLOSE_WAIT_MS), close).await;
+                    return Ended::Stop(StopReason::Closed);
+                }
+                message = socket.next() => {
+                    silence.heard();
+                    let started = Instant::now();
+                    let ended = match message {
+                        None => Some(Ended::Lost("the connection closed".into())),
+                        Some(Err(e)) => Some(Ended::Lost(e.to_string())),
+                        Some(Ok(message)) => self.on_message(socket, message).await,
+                    };
+                    if let Some(ended) = ended {
+                        return ended;
+                    }
+                    silence.busy_for(started.elapsed());
+                }
+                command = self.commands.recv(), if room => {
+                    if let Err(ended) = self.on_command(socket, command).await {
+                        return ended;
+                    }
+                }
+                _ = ping.tick() => {
+                    if let Err(ended) = self.keep_alive(socket, &mut silence).await {
+                        return ended;
+                    }
+                }
+                () = self.shared.wake.notified() => {
+                    if let Err(ended) = self.resync_stale(&mut silence).await {
+                        return ended;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_command(
+        &mut self,
+        socket: &mut Socket,
+        command: Option<Command>,
+    ) -> Result<(), Ended> {
+        match command {
+            // Every handle is gone.
+            None => Err(Ended::Stop(StopReason::Closed)),
+            Some(Command::Reconnect) => Err(Ended::Lost("reconnect asked by the app".into())),
+            Some(Command::Request { request, reply }) => {
+                self.write_request(socket, request, reply).await
+            }
+        }
+    }
+
+    /// Once per ping interval: gives up on a silent connection, pings, forgets requests whose
+    /// callers gave up, and retries conversations whose catch-up failed.
+    async fn keep_alive(
+        &mut self,
+        socket: &mut Socket,
+        silence: &mut Silence,
+    ) -> Result<(), Ended> {
+        let silence_max = Duration::from_millis(self.options.silence_max_ms);
+        if silence.exceeds(silence_max) {
+            let why = format!("nothing heard for {} ms", silence_max.as_millis());
+            return Err(Ended::Lost(why));
+        }
+        self.pending.retain(|_, reply| !reply.is_closed());
+        let ping = ClientFrame {
+            req_id: self.next_req_id(),
+            request: Request::Ping,
+        };
+        write(socket, &ping).await?;
+        self.resync_stale(silence).await
+    }
+
+    async fn resync_stale(&mut self, silence: &mut Silence) -> Result<(), Ended> {
+        let started = Instant::now();
+        self.sequencer
+            .resync_stale()
+            .await
+            .map_err(|Stopped| Ended::Stop(StopReason::Closed))?;
+        silence.busy_for(started.elapsed());
+        Ok(())
+    }
+
+    async fn on_message(&mut self, socket: &mut Socket, message: Message) -> Option<Ended> {
+        match message {
+            Message::Text(text) => match ServerFrame::parse(text.as_str()) {
+                Ok(frame) => self.on_frame(frame).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "ignoring a frame that does not decode");
+                    None
+                }
+            },
+            // The pong is queued by the protocol layer; flushing sends it now rather than with
+            // the next write.
+            Message::Ping(_) => socket
+                .flush()
+                .await
+                .err()
+                .map(|e| Ended::Lost(e.to_string())),
+            Message::Close(frame) => Some(on_close(frame.as_ref())),
+            Message::Binary(_) | Message::Pong(_) | Message::Frame(_) => None,
+        }
+    }
+
+    async fn on_frame(&mut self, frame: ServerFrame) -> Option<Ended> {
+        let delivered = match frame {
+            ServerFrame::Ack { req_id, fields } => {
+                self.answer(req_id, Ok(Value::Object(fields)));
+                Ok(())
+            }
+            ServerFrame::Pong { req_id } => {
+                self.answer(req_id, Ok(Value::Null));
+                Ok(())
+            }
+            ServerFrame::Error {
+                req_id: Some(req_id),
+                code,
+                message,
+            } => {
+                self.answer(Some(req_id), Err(ClientError::from_frame(code, message)));
+                Ok(())
+            }
+            ServerFrame::Error {
+                req_id: None, code, ..
+            } => {
+                tracing::warn!(code, "the server refused a frame without a req_id");
+                Ok(())
+            }
+            ServerFrame::Event { event } => self.sequencer.on_event(event).await,
+            ServerFrame::Hint { conv_id, head } => self.sequencer.on_hint(&conv_id, head).await,
+            ServerFrame::Read { conv_id, read_seq } => {
+                self.sequencer
+                    .deliver(Delivery::Read { conv_id, read_seq })
+                    .await
+            }
+            ServerFrame::Kicked => return Some(Ended::Stop(StopReason::Kicked)),
+            ServerFrame::Unknown => Ok(()),
+        };
+        delivered
+            .err()
+            .map(|Stopped| Ended::Stop(StopReason::Closed))
+    }
+
+    /// Hands an answer to the request it belongs to. Answers nobody waits for (keepalive
+    /// pongs, requests whose caller gave up) are dropped.
+    fn answer(&mut self, req_id: Option<String>, result: Result<Value, ClientError>) {
+        if let Some(reply) = req_id.and_then(|id| self.pending.remove(&id)) {
+            // The caller may have given up meanwhile; nothing to do then.
+            let _ = reply.send(result);
+        }
+    }
+
+    async fn write_request(
+        &mut self,
+        socket: &mut Socket,
+        request: Request,
+        reply: Reply,
+    ) -> Result<(), Ended> {
+        if reply.is_closed() {
+            // The caller gave up while the request waited in the queue.
+            return Ok(());
+        }
+        let req_id = self.next_req_id();
+        let frame = ClientFrame {
+            req_id: req_id.clone(),
+            request,
+        };
+        // Registered before writing, so a failed write is reported to the caller as a lost
+        // connection (outcome unknown) like any other.
+        self.pending.insert(req_id, reply);
+        write(socket, &frame).await
+    }
+
+    fn next_req_id(&mut self) -> String {
+        self.requests_written += 1;
+        format!("r{}", self.requests_written)
+    }
+
+    fn fail_pending(&mut self, error: impl Fn() -> ClientError) {
+        for (_, reply) in self.pending.drain() {
+            let _ = reply.send(Err(error()));
+        }
+    }
+
+    /// Connects again after a pause that grows with each failure. A refused token (401) means
+    /// the device was revoked while away.
+    async fn reconnect(&mut self) -> Result<Socket, StopReason> {
+        let mut failures: u32 = 0;
+        loop {
+            failures = failures.saturating_add(1);
+            if self
+                .options
+                .reconnect_attempts_max
+                .is_some_and(|max| failures > max)
+            {
+                return Err(StopReason::Unreachable);
+            }
+            let pause_ms = backoff_ms(
+                self.options.reconnect_backoff_first_ms,
+                self.options.reconnect_backoff_max_ms,
+                failures,
+            );
+            let pause = tokio::time::sleep(Duration::from_millis(pause_ms));
+            if self.cancel.run_until_cancelled(pause).await.is_none() {
+                return Err(StopReason::Closed);
+            }
+            let open = connection::open(&self.client, self.options.handshake_timeout_ms);
+            match self.cancel.run_until_cancelled(open).await {
+                None => return Err(StopReason::Closed),
+                Some(Ok(socket)) => return Ok(socket),
+                Some(Err(e)) if e.status() == Some(401) => return Err(StopReason::Revoked),
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e.redacted(), failures, pause_ms, "reconnect failed");
+                }
+            }
+        }
+    }
+
+    /// Ends the session: every waiting request learns why, and the app gets the final notice.
+    async fn finish(mut self, reason: StopReason) {
+        tracing::info!(%reason, "realtime session stopped");
+        self.shared.set_stopped(reason);
+        self.commands.close();
+        let stopped = || ClientError::SessionStopped { reason };
+        self.fail_pending(stopped);
+        while let Ok(command) = self.commands.try_recv() {
+            if let Command::Request { reply, .. } = command {
+                let _ = reply.send(Err(stopped()));
+            }
+        }
+        let notice = match reason {
+            StopReason::Kicked => Some(Delivery::Kicked),
+            StopReason::Revoked => Some(Delivery::Revoked),
+            StopReason::Unreachable => Some(Delivery::Unreachable),
+            StopReason::Closed => None,
+        };
+        if let Some(notice) = notice {
+            // The app may close without reading it; either way the session ends.
+            let _ = self.sequencer.deliver(notice).await;
+        }
+    }
+}
+
+async fn write(socket: &mut Socket, frame: &ClientFrame) -> Result<(), Ended> {
+    socket
+        .send(Message::Text(frame.to_json().into()))
+        .await
+        .map_err(|e| Ended::Lost(e.to_string()))
+}

@@ -1,0 +1,371 @@
+//! The app-facing side of a realtime session: [`Realtime`] (deliveries plus requests) and
+//! [`RealtimeHandle`] (requests only, cheap to clone into other tasks).
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::client::Client;
+use crate::error::ClientError;
+use crate::retry::RetryPolicy;
+use crate::types::{Event, EventsPage, ReadAck, SendAck};
+use crate::ws::connection;
+use crate::ws::cursor::{Cursors, Position};
+use crate::ws::driver::Driver;
+use crate::ws::frames::{decode_ack, Request};
+use crate::ws::options::RealtimeOptions;
+
+/// What the session hands the app, in order. Events of one conversation come in strictly
+/// increasing seq order and never twice, whether they were pushed or fetched to fill a gap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    Event(Event),
+    /// The user's read position moved on another device.
+    Read {
+        conv_id: String,
+        read_seq: i64,
+    },
+    /// Events between the app's cursor and the conversation's `min_seq` were purged; the
+    /// events that follow start at `min_seq`.
+    Truncated {
+        conv_id: String,
+    },
+    /// The conversation's log was rebuilt: the app's copy is void and the conversation is
+    /// delivered again from its start in the new `epoch`.
+    EpochChanged {
+        conv_id: String,
+        epoch: i64,
+    },
+    /// A newer connection of this device took over; the session has stopped.
+    Kicked,
+    /// The device's token was revoked or re-issued; the session has stopped.
+    Revoked,
+    /// The session stopped after `reconnect_attempts_max` failed reconnect attempts.
+    Unreachable,
+    /// A new connection replaced a lost one; catch-up events of tracked conversations follow.
+    Reconnected,
+}
+
+/// Why a session stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// [`RealtimeHandle::close`], or every handle was dropped.
+    Closed,
+    Kicked,
+    Revoked,
+    Unreachable,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Closed => "closed by the app",
+            Self::Kicked => "replaced by a newer connection of this device",
+            Self::Revoked => "the device token was revoked",
+            Self::Unreachable => "the server stayed unreachable",
+        })
+    }
+}
+
+pub(crate) type Reply = oneshot::Sender<Result<Value, ClientError>>;
+
+pub(crate) enum Command {
+    /// A request to write with a fresh `req_id`; its answer goes to `reply`.
+    Request { request: Request, reply: Reply },
+    /// Drop the connection and come back at once.
+    Reconnect,
+}
+
+/// State the app's handles and the background task both reach.
+#[derive(Default)]
+pub(crate) struct Shared {
+    cursors: Mutex<Cursors>,
+    /// Woken when a conversation became stale and should be caught up soon.
+    pub(crate) wake: Notify,
+    stopped: Mutex<Option<StopReason>>,
+}
+
+impl Shared {
+    /// The cursors; a panic elsewhere while they were held leaves them consistent (every
+    /// change is a single assignment), so a poisoned lock is still used.
+    pub(crate) fn cursors(&self) -> MutexGuard<'_, Cursors> {
+        self.cursors.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
+        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set_stopped(&self, reason: StopReason) {
+        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
+    }
+}
+
+struct Inner {
+    commands: mpsc::Sender<Command>,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    /// Stops the background task once the last handle is gone.
+    _stop_on_drop: DropGuard,
+    task: Mutex<Option<JoinHandle<()>>>,
+    answer_timeout_ms: u64,
+    retry: RetryPolicy,
+}
+
+/// Requests on a realtime session. Clones share the session. Answers are read by the same
+/// task that queues deliveries, so they arrive only while the app takes deliveries (from
+/// another task) or the delivery queue has room.
+#[derive(Clone)]
+pub struct RealtimeHandle {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for RealtimeHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RealtimeHandle")
+            .field("stopped", &self.inner.shared.stop_reason())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A device's realtime session: one WebSocket at a time, kept open, replaced when it drops,
+/// and an ordered stream of what arrived. See the [module documentation](crate::ws).
+#[derive(Debug)]
+pub struct Realtime {
+    handle: RealtimeHandle,
+    deliveries: mpsc::Receiver<Delivery>,
+}
+
+impl Realtime {
+    /// Opens the client's device connection and starts the task that keeps it. The first
+    /// connection is made here, so a bad token (401) or an unreachable server is an error now
+    /// rather than a silent retry loop.
+    pub async fn connect(client: &Client, options: RealtimeOptions) -> Result<Self, ClientError> {
+        let socket = connection::open(client, options.handshake_timeout_ms).await?;
+        let (commands_tx, commands_rx) = mpsc::channel(options.command_queue_len_max.max(1));
+        let (deliveries_tx, deliveries_rx) = mpsc::channel(options.delivery_queue_len_max.max(1));
+        let shared = Arc::new(Shared::default());
+        let cancel = CancellationToken::new();
+        let inner = Inner {
+            commands: commands_tx,
+            shared: shared.clone(),
+            cancel: cancel.clone(),
+            _stop_on_drop: cancel.clone().drop_guard(),
+            task: Mutex::new(None),
+            answer_timeout_ms: options.answer_timeout_ms,
+            retry: options.retry,
+        };
+        let driver = Driver::new(
+            client.clone(),
+            options,
+            shared,
+            commands_rx,
+            deliveries_tx,
+            cancel,
+        );
+        *inner.task.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(tokio::spawn(driver.run(socket)));
+        Ok(Self {
+            handle: RealtimeHandle {
+                inner: Arc::new(inner),
+            },
+            deliveries: deliveries_rx,
+        })
+    }
+
+    /// The next delivery; `None` once the session stopped and everything was taken. Read
+    /// deliveries from their own task: while the queue is full the session reads nothing from
+    /// the server, answers to requests included.
+    pub async fn next(&mut self) -> Option<Delivery> {
+        self.deliveries.recv().await
+    }
+
+    /// A handle for requests from other tasks; the session runs while any handle or this
+    /// value lives.
+    pub fn handle(&self) -> RealtimeHandle {
+        self.handle.clone()
+    }
+
+    /// See [`RealtimeHandle::send`].
+    pub async fn send(
+        &self,
+        conv_id: &str,
+        client_msg_id: &str,
+        body: &str,
+    ) -> Result<SendAck, ClientError> {
+        self.handle.send(conv_id, client_msg_id, body).await
+    }
+
+    /// See [`RealtimeHandle::mark_read`].
+    pub async fn mark_read(&self, conv_id: &str, seq: i64) -> Result<ReadAck, ClientError> {
+        self.handle.mark_read(conv_id, seq).await
+    }
+
+    /// See [`RealtimeHandle::ping`].
+    pub async fn ping(&self) -> Result<Duration, ClientError> {
+        self.handle.ping().await
+    }
+
+    /// See [`RealtimeHandle::track`].
+    pub fn track(&self, conv_id: &str, epoch: i64, cursor: i64) {
+        self.handle.track(conv_id, epoch, cursor);
+    }
+
+    /// See [`RealtimeHandle::cursor`].
+    pub fn cursor(&self, conv_id: &str) -> Option<(i64, i64)> {
+        self.handle.cursor(conv_id)
+    }
+
+    /// See [`RealtimeHandle::close`].
+    pub async fn close(&self) {
+        self.handle.close().await;
+    }
+}
+
+impl RealtimeHandle {
+    /// Sends a message over the WebSocket and waits for the server's ack (committed). After a
+    /// dropped connection, a missing answer or an unknown outcome it resends with the same
+    /// `client_msg_id` once the session is connected again, within the session's retry policy,
+    /// so the answer may be `dup: true` with the original seq. Refusals come back as
+    /// [`ClientError::Api`] with the server's code.
+    pub async fn send(
+        &self,
+        conv_id: &str,
+        client_msg_id: &str,
+        body: &str,
+    ) -> Result<SendAck, ClientError> {
+        self.inner
+            .retry
+            .run(|| {
+                self.request(Request::Send {
+                    conv_id: conv_id.to_owned(),
+                    client_msg_id: client_msg_id.to_owned(),
+                    body: body.to_owned(),
+                })
+            })
+            .await
+    }
+
+    /// Moves the user's read position forward to `seq`; the user's other devices are told.
+    /// Resent like [`RealtimeHandle::send`], which is safe because the position only moves
+    /// forward.
+    pub async fn mark_read(&self, conv_id: &str, seq: i64) -> Result<ReadAck, ClientError> {
+        self.inner
+            .retry
+            .run(|| {
+                self.request(Request::Read {
+                    conv_id: conv_id.to_owned(),
+                    seq,
+                })
+            })
+            .await
+    }
+
+    /// Events-after over the WebSocket, one attempt. The session's own gap filling does not
+    /// need it; it is here for apps that want one connection for everything.
+    pub async fn sync(
+        &self,
+        conv_id: &str,
+        after: i64,
+        limit: Option<u32>,
+        epoch: Option<i64>,
+    ) -> Result<EventsPage, ClientError> {
+        self.request(Request::Sync {
+            conv_id: conv_id.to_owned(),
+            after,
+            limit,
+            epoch,
+        })
+        .await
+    }
+
+    /// One application ping; answers the time until its pong, queueing included.
+    pub async fn ping(&self) -> Result<Duration, ClientError> {
+        let started = Instant::now();
+        self.request::<Value>(Request::Ping).await?;
+        Ok(started.elapsed())
+    }
+
+    /// Tracks `conv_id` from `cursor`, the last seq the app has in `epoch` (0: none). Events
+    /// after the cursor are fetched soon, and from then on the conversation is delivered
+    /// exactly: no loss, no repeat, in seq order. Tracking again replaces the cursor.
+    pub fn track(&self, conv_id: &str, epoch: i64, cursor: i64) {
+        let position = Position { epoch, seq: cursor };
+        self.inner.shared.cursors().track(conv_id, position);
+        self.inner.shared.wake.notify_one();
+    }
+
+    /// Stops tracking: later pushes of the conversation start tracking it afresh.
+    pub fn untrack(&self, conv_id: &str) {
+        self.inner.shared.cursors().untrack(conv_id);
+    }
+
+    /// `(epoch, seq)` of a tracked conversation: the last seq handed to the delivery queue.
+    pub fn cursor(&self, conv_id: &str) -> Option<(i64, i64)> {
+        let position = self.inner.shared.cursors().position(conv_id)?;
+        Some((position.epoch, position.seq))
+    }
+
+    /// Drops the current connection and connects again at once, e.g. after the device's
+    /// network changed and the old connection may be dead without knowing it.
+    pub async fn reconnect(&self) -> Result<(), ClientError> {
+        self.inner
+            .commands
+            .send(Command::Reconnect)
+            .await
+            .map_err(|_| self.stopped())
+    }
+
+    /// Why the session stopped; `None` while it runs.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.inner.shared.stop_reason()
+    }
+
+    /// Closes the connection and stops the session; deliveries already queued can still be
+    /// taken. Requests in flight fail with [`ClientError::SessionStopped`].
+    pub async fn close(&self) {
+        self.inner.cancel.cancel();
+        let task = self
+            .inner
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = task {
+            if let Err(e) = task.await {
+                tracing::warn!(error = %e, "the realtime task ended abnormally");
+            }
+        }
+    }
+
+    /// One attempt of a request: queued for the background task, which writes it with a fresh
+    /// `req_id` once connected. The wait covers queueing and the answer.
+    async fn request<T: DeserializeOwned>(&self, request: Request) -> Result<T, ClientError> {
+        let waited_ms = self.inner.answer_timeout_ms;
+        let attempt = async {
+            let (reply, answer) = oneshot::channel();
+            self.inner
+                .commands
+                .send(Command::Request { request, reply })
+                .await
+                .map_err(|_| self.stopped())?;
+            answer.await.map_err(|_| self.stopped())?
+        };
+        let fields = tokio::time::timeout(Duration::from_millis(waited_ms), attempt)
+            .await
+            .map_err(|_| ClientError::NoAnswer { waited_ms })??;
+        decode_ack(fields)
+    }
+
+    fn stopped(&self) -> ClientError {
+        ClientError::SessionStopped {
+            reason: self.stop_reason().unwrap_or(StopReason::Closed),
+        }
+    }
+}
