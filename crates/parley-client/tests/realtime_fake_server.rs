@@ -1,0 +1,298 @@
+//! The realtime session against a scripted WebSocket peer, for what a real server does only
+//! under failures: a connection dropped before the ack, close codes, a server gone silent.
+//! No database is needed; no conversation is tracked, so the session makes no HTTP call.
+
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use futures::{SinkExt, StreamExt};
+use parley_client::{code, Client, ClientError, Delivery, Realtime, RealtimeOptions, StopReason};
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+/// Longest wait for anything the session is expected to do.
+const WAIT_MS: u64 = 5_000;
+
+type Peer = WebSocketStream<TcpStream>;
+
+struct FakeServer {
+    listener: TcpListener,
+    base_url: String,
+}
+
+impl FakeServer {
+    async fn start() -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let base_url = format!("http://{}", listener.local_addr()?);
+        Ok(Self { listener, base_url })
+    }
+
+    fn client(&self) -> Result<Client> {
+        Ok(Client::new(&self.base_url, "tok-secret")?)
+    }
+
+    /// Accepts the next connection; answers its path and `Authorization` header.
+    // The handshake callback's error type is tungstenite's, large by its design.
+    #[allow(clippy::result_large_err)]
+    async fn accept(&self) -> Result<(Peer, String, String)> {
+        let (tcp, _) = tokio::time::timeout(ms(WAIT_MS), self.listener.accept())
+            .await
+            .context("no connection came")??;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let callback = move |request: &Request, response: Response| {
+            let auth = request
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let _ = tx.send((request.uri().path().to_owned(), auth));
+            Ok(response)
+        };
+        let peer = tokio_tungstenite::accept_hdr_async(tcp, callback).await?;
+        let (path, auth) = rx.recv()?;
+        Ok((peer, path, auth))
+    }
+
+    /// Whether a connection comes within `wait_ms`.
+    async fn connection_within(&self, wait_ms: u64) -> bool {
+        tokio::time::timeout(ms(wait_ms), self.listener.accept())
+            .await
+            .is_ok()
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The next JSON frame from the session that is not a keepalive ping.
+async fn next_request(peer: &mut Peer) -> Result<Value> {
+    loop {
+        let message = tokio::time::timeout(ms(WAIT_MS), peer.next())
+            .await
+            .context("no frame came")?
+            .context("connection ended")??;
+        if let Message::Text(text) = message {
+            return Ok(serde_json::from_str(text.as_str())?);
+        }
+    }
+}
+
+async fn reply(peer: &mut Peer, frame: Value) -> Result<()> {
+    peer.send(Message::Text(frame.to_string().into())).await?;
+    Ok(())
+}
+
+async fn close_with(peer: &mut Peer, code: u16) -> Result<()> {
+    peer.close(Some(CloseFrame {
+        code: CloseCode::from(code),
+        reason: "".into(),
+    }))
+    .await?;
+    Ok(())
+}
+
+async fn next_delivery(rt: &mut Realtime) -> Result<Option<Delivery>> {
+    tokio::time::timeout(ms(WAIT_MS), rt.next())
+        .await
+        .context("no delivery came")
+}
+
+fn fast_reconnects() -> RealtimeOptions {
+    RealtimeOptions {
+        reconnect_backoff_first_ms: 10,
+        reconnect_backoff_max_ms: 50,
+        ..RealtimeOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn the_token_goes_in_the_header_to_v1_ws() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let (connected, accepted) = tokio::join!(
+        Realtime::connect(&client, RealtimeOptions::default()),
+        fake.accept()
+    );
+    let (_peer, path, auth) = accepted?;
+    connected?;
+    ensure!(
+        path == "/v1/ws" && auth == "Bearer tok-secret",
+        "{path} {auth}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_send_cut_off_before_its_ack_is_resent_with_the_same_key() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let (connected, accepted) =
+        tokio::join!(Realtime::connect(&client, fast_reconnects()), fake.accept());
+    let mut rt = connected?;
+    let (mut first, ..) = accepted?;
+
+    let handle = rt.handle();
+    let send = tokio::spawn(async move { handle.send("c-1", "m-1", "hello").await });
+    let asked = next_request(&mut first).await?;
+    ensure!(
+        asked["type"] == "send" && asked["client_msg_id"] == "m-1" && asked["body"] == "hello",
+        "{asked}"
+    );
+    // The server committed, then the connection died before the ack left.
+    drop(first);
+
+    let (mut second, ..) = fake.accept().await?;
+    let again = next_request(&mut second).await?;
+    ensure!(
+        again["type"] == "send" && again["client_msg_id"] == "m-1",
+        "{again}"
+    );
+    ensure!(again["req_id"] != asked["req_id"], "req_id reused: {again}");
+    reply(
+        &mut second,
+        json!({"type": "ack", "req_id": again["req_id"], "conv_id": "c-1", "seq": 7,
+               "message_id": "msg-7", "dup": true}),
+    )
+    .await?;
+    let ack = send.await??;
+    ensure!(ack.seq == 7 && ack.dup, "{ack:?}");
+    ensure!(next_delivery(&mut rt).await? == Some(Delivery::Reconnected));
+    Ok(())
+}
+
+#[tokio::test]
+async fn error_frames_become_api_errors_with_their_code() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let (connected, accepted) = tokio::join!(
+        Realtime::connect(&client, RealtimeOptions::default()),
+        fake.accept()
+    );
+    let rt = connected?;
+    let (mut peer, ..) = accepted?;
+    let handle = rt.handle();
+    let send = tokio::spawn(async move { handle.send("c-1", "m-1", "hello").await });
+    let asked = next_request(&mut peer).await?;
+    reply(
+        &mut peer,
+        json!({"type": "error", "req_id": asked["req_id"], "code": "IDEMPOTENCY_MISMATCH",
+               "message": "other content"}),
+    )
+    .await?;
+    let e = send.await?.unwrap_err();
+    ensure!(
+        e.code() == Some(code::IDEMPOTENCY_MISMATCH) && e.status() == Some(409),
+        "{e}"
+    );
+    ensure!(!e.is_retryable());
+    Ok(())
+}
+
+#[tokio::test]
+async fn too_slow_and_shutdown_reconnect_while_kicked_stops_for_good() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let (connected, accepted) =
+        tokio::join!(Realtime::connect(&client, fast_reconnects()), fake.accept());
+    let mut rt = connected?;
+    let (mut peer, ..) = accepted?;
+
+    for code in [4008, 1001] {
+        close_with(&mut peer, code).await?;
+        peer = fake.accept().await?.0;
+        ensure!(
+            next_delivery(&mut rt).await? == Some(Delivery::Reconnected),
+            "after {code}"
+        );
+    }
+    reply(&mut peer, json!({"type": "kicked"})).await?;
+    close_with(&mut peer, 4001).await?;
+    ensure!(next_delivery(&mut rt).await? == Some(Delivery::Kicked));
+    ensure!(next_delivery(&mut rt).await?.is_none());
+    ensure!(rt.handle().stop_reason() == Some(StopReason::Kicked));
+    ensure!(
+        !fake.connection_within(300).await,
+        "a kicked session came back"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_revoked_token_stops_the_session() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let (connected, accepted) =
+        tokio::join!(Realtime::connect(&client, fast_reconnects()), fake.accept());
+    let mut rt = connected?;
+    let (mut peer, ..) = accepted?;
+    close_with(&mut peer, 4003).await?;
+    ensure!(next_delivery(&mut rt).await? == Some(Delivery::Revoked));
+    let e = rt.ping().await.unwrap_err();
+    ensure!(
+        matches!(
+            e,
+            ClientError::SessionStopped {
+                reason: StopReason::Revoked
+            }
+        ),
+        "{e}"
+    );
+    ensure!(
+        !fake.connection_within(300).await,
+        "a revoked session came back"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_silent_server_is_pinged_then_replaced() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let options = RealtimeOptions {
+        ping_interval_ms: 100,
+        silence_max_ms: 250,
+        ..fast_reconnects()
+    };
+    let (connected, accepted) = tokio::join!(Realtime::connect(&client, options), fake.accept());
+    let mut rt = connected?;
+    let (mut silent, ..) = accepted?;
+    let ping = next_request(&mut silent).await?;
+    ensure!(
+        ping["type"] == "ping" && ping["req_id"].is_string(),
+        "{ping}"
+    );
+    // No pong, nothing at all: the session gives up on this connection and opens another.
+    let (_next, ..) = fake.accept().await?;
+    ensure!(next_delivery(&mut rt).await? == Some(Delivery::Reconnected));
+    drop(silent);
+    Ok(())
+}
+
+#[tokio::test]
+async fn reconnect_attempts_can_be_bounded() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let options = RealtimeOptions {
+        reconnect_attempts_max: Some(2),
+        ..fast_reconnects()
+    };
+    let (connected, accepted) = tokio::join!(Realtime::connect(&client, options), fake.accept());
+    let mut rt = connected?;
+    let (peer, ..) = accepted?;
+    // The server goes away for good: nothing listens on the port any more.
+    drop(peer);
+    drop(fake);
+    match next_delivery(&mut rt).await? {
+        Some(Delivery::Unreachable) => {}
+        other => bail!("expected Unreachable, got {other:?}"),
+    }
+    ensure!(rt.handle().stop_reason() == Some(StopReason::Unreachable));
+    Ok(())
+}
