@@ -274,7 +274,7 @@ async fn check_seed_replay_mismatch_and_sender_field() -> Result<()> {
     let r = post_message(
         &ua,
         CONV,
-        json!({"client_msg_id": "m-9", "body": "你好!"}).to_string(),
+        json!({"client_msg_id": "m-9", "body": "再见"}).to_string(),
     )
     .await?;
     ensure!(
