@@ -37,6 +37,8 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Applies the schema to the database and exits.
     Migrate(MigrateArgs),
+    /// Drives a running server with load and writes a report.
+    Bench(Box<crate::bench::BenchArgs>),
 }
 
 /// How committed events travel between gateway nodes.

@@ -1,6 +1,7 @@
 //! The `parley` binary: parses the command line, sets up logging and hands over to `serve` or
 //! `migrate`. Everything else lives in the library crates.
 
+mod bench;
 mod cli;
 mod migrate;
 mod serve;
@@ -25,6 +26,7 @@ async fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(args) => migrate::migrate(args).await,
+        Command::Bench(args) => bench::bench(*args).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

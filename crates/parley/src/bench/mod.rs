@@ -1,0 +1,46 @@
+//! `parley bench`: load against a running server over real sockets, through the client SDK.
+//!
+//! Scenario `push-latency`: one sender sends over HTTP at a fixed concurrency into a group; a
+//! second user's device holds a WebSocket. For every message the report gives the ack latency
+//! (send to ack), the push latency (send to push) and the push lag behind the ack (push
+//! arrival minus ack arrival), each as percentiles.
+
+mod push_latency;
+mod report;
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Commit-to-push latency: sends over HTTP, pushes over WebSocket.
+    PushLatency,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub url: String,
+    /// The server's admin token: the benchmark creates its own users and devices.
+    #[arg(long, env = "PARLEY_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: String,
+    #[arg(long, value_enum, default_value = "push-latency")]
+    pub scenario: Scenario,
+    /// Messages to send.
+    #[arg(long, default_value_t = 10_000)]
+    pub messages: usize,
+    /// Sends in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Directory for report.json.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+}
+
+pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    match args.scenario {
+        Scenario::PushLatency => push_latency::run(&args).await,
+    }
+}
