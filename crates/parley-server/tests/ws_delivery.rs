@@ -32,14 +32,17 @@ async fn check_06_ack_after_commit() -> Result<()> {
     let ana = server.user_with_device("u-ana").await;
     server.user_with_device("u-ben").await;
     let ben = server.device("u-ben", "d2").await;
-    ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id("c-1")).await?;
+    ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id("c-1"))
+        .await?;
     let mut sender = Ws::connect(server.base_url(), ana.token()).await?;
     let mut watcher = Ws::connect(server.base_url(), ben.token()).await?;
     ready(&mut sender).await?;
     ready(&mut watcher).await?;
 
     let mut lock = server.store().pool().begin().await?;
-    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = 'c-1' FOR UPDATE").execute(&mut *lock).await?;
+    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = 'c-1' FOR UPDATE")
+        .execute(&mut *lock)
+        .await?;
     sender.send(send_frame(1, "c-1", "m-1", "hello")).await?;
     let early_ack = sender.next_json(Duration::from_millis(700)).await?;
     let early_push = watcher.next_json(Duration::from_millis(100)).await?;
@@ -48,9 +51,15 @@ async fn check_06_ack_after_commit() -> Result<()> {
     lock.commit().await?;
 
     let ack = sender.next_of("ack", WAIT).await?;
-    ensure!(ack["req_id"] == 1 && ack["seq"] == 3 && ack["dup"] == false, "ack {ack}");
+    ensure!(
+        ack["req_id"] == 1 && ack["seq"] == 3 && ack["dup"] == false,
+        "ack {ack}"
+    );
     let push = watcher.next_of("event", WAIT).await?;
-    ensure!(push["event"]["seq"] == 3 && push["event"]["body"] == "hello", "push {push}");
+    ensure!(
+        push["event"]["seq"] == 3 && push["event"]["body"] == "hello",
+        "push {push}"
+    );
     Ok(())
 }
 
@@ -60,11 +69,14 @@ async fn check_06_ack_after_commit() -> Result<()> {
 async fn check_06_retry_after_lost_ack() -> Result<()> {
     let server = TestServer::start(ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
-    ana.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-1")).await?;
+    ana.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"))
+        .await?;
     let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
     ready(&mut ws).await?;
     let mut lock = server.store().pool().begin().await?;
-    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = 'c-1' FOR UPDATE").execute(&mut *lock).await?;
+    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = 'c-1' FOR UPDATE")
+        .execute(&mut *lock)
+        .await?;
     ws.send(send_frame(1, "c-1", "m-1", "hello")).await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     drop(ws); // the ack can no longer arrive
@@ -72,22 +84,28 @@ async fn check_06_retry_after_lost_ack() -> Result<()> {
     // The send commits on the server although its client is gone.
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'")
-            .fetch_one(server.store().pool())
-            .await?;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'",
+        )
+        .fetch_one(server.store().pool())
+        .await?;
         if n == 1 {
             break;
         }
-        ensure!(tokio::time::Instant::now() < deadline, "the orphaned send never committed");
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the orphaned send never committed"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
     ws.send(send_frame(2, "c-1", "m-1", "hello")).await?;
     let ack = ws.next_of("ack", WAIT).await?;
     ensure!(ack["dup"] == true && ack["seq"] == 2, "retry ack {ack}");
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'")
-        .fetch_one(server.store().pool())
-        .await?;
+    let n: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'")
+            .fetch_one(server.store().pool())
+            .await?;
     ensure!(n == 1, "events after retry: {n}");
     Ok(())
 }
@@ -101,7 +119,8 @@ async fn check_06_push_to_all_devices() -> Result<()> {
     let ana2 = server.device("u-ana", "d2").await;
     let ben = server.user_with_device("u-ben").await;
     let cai = server.user_with_device("u-cai").await;
-    ana1.create_conversation(&NewConversation::group(["u-ben", "u-cai"]).with_conv_id("c-1")).await?;
+    ana1.create_conversation(&NewConversation::group(["u-ben", "u-cai"]).with_conv_id("c-1"))
+        .await?;
     let mut ws_ana2 = Ws::connect(server.base_url(), ana2.token()).await?;
     let mut ws_ben = Ws::connect(server.base_url(), ben.token()).await?;
     let mut ws_cai = Ws::connect(server.base_url(), cai.token()).await?;
@@ -111,16 +130,25 @@ async fn check_06_push_to_all_devices() -> Result<()> {
     let ack = ana1.send("c-1", "m-1", "hi all").await?;
     for ws in [&mut ws_ana2, &mut ws_ben, &mut ws_cai] {
         let push = ws.next_of("event", WAIT).await?;
-        ensure!(push["event"]["seq"] == ack.seq && push["event"]["body"] == "hi all", "push {push}");
+        ensure!(
+            push["event"]["seq"] == ack.seq && push["event"]["body"] == "hi all",
+            "push {push}"
+        );
     }
     // cai leaves: everyone, cai included, sees the leave; cai sees nothing after it.
     let left = cai.remove_member("c-1", "u-cai").await?.seq;
     for ws in [&mut ws_ana2, &mut ws_ben, &mut ws_cai] {
         let push = ws.next_of("event", WAIT).await?;
-        ensure!(push["event"]["seq"] == left && push["event"]["kind"] == "leave", "leave push {push}");
+        ensure!(
+            push["event"]["seq"] == left && push["event"]["kind"] == "leave",
+            "leave push {push}"
+        );
     }
     ana1.send("c-1", "m-2", "after").await?;
-    ensure!(ws_ben.next_of("event", WAIT).await?["event"]["body"] == "after", "ben missed m-2");
+    ensure!(
+        ws_ben.next_of("event", WAIT).await?["event"]["body"] == "after",
+        "ben missed m-2"
+    );
     let leak = ws_cai.next_json(Duration::from_millis(500)).await?;
     ensure!(leak.is_none(), "a former member got a push: {leak:?}");
     Ok(())
@@ -135,7 +163,10 @@ const SLOW_TEST_BODY_BYTES: usize = 60 * 1024;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_06_slow_consumer_isolated() -> Result<()> {
     let config = ServerConfig {
-        limits: Limits { body_bytes_max: SLOW_TEST_BODY_BYTES, request_bytes_max: 2 * SLOW_TEST_BODY_BYTES },
+        limits: Limits {
+            body_bytes_max: SLOW_TEST_BODY_BYTES,
+            request_bytes_max: 2 * SLOW_TEST_BODY_BYTES,
+        },
         outbound_queue_len_max: 8,
         ..ServerConfig::default()
     };
@@ -143,7 +174,8 @@ async fn check_06_slow_consumer_isolated() -> Result<()> {
     let ana = server.user_with_device("u-ana").await;
     let fast = server.user_with_device("u-fast").await;
     let slow = server.user_with_device("u-slow").await;
-    ana.create_conversation(&NewConversation::group(["u-fast", "u-slow"]).with_conv_id("c-1")).await?;
+    ana.create_conversation(&NewConversation::group(["u-fast", "u-slow"]).with_conv_id("c-1"))
+        .await?;
     let mut ws_fast = Ws::connect(server.base_url(), fast.token()).await?;
     let mut ws_slow = Ws::connect(server.base_url(), slow.token()).await?;
     ready(&mut ws_fast).await?;
@@ -163,18 +195,25 @@ async fn check_06_slow_consumer_isolated() -> Result<()> {
     }
     let seqs = reader.await??;
     let expected: Vec<i64> = (4..4 + SLOW_TEST_MESSAGES as i64).collect();
-    ensure!(seqs == expected, "the fast client's pushes were not complete and in order");
+    ensure!(
+        seqs == expected,
+        "the fast client's pushes were not complete and in order"
+    );
 
     // The slow client was disconnected: its route is gone while it still has not read.
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let routes: i64 = sqlx::query_scalar("SELECT count(*) FROM routes WHERE user_id = 'u-slow'")
-            .fetch_one(server.store().pool())
-            .await?;
+        let routes: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM routes WHERE user_id = 'u-slow'")
+                .fetch_one(server.store().pool())
+                .await?;
         if routes == 0 {
             break;
         }
-        ensure!(tokio::time::Instant::now() < deadline, "the slow client is still connected");
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the slow client is still connected"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(ws_slow);
