@@ -86,11 +86,11 @@ check_nats
 
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  say "cargo nextest run"
-  cargo nextest run --workspace --no-fail-fast || status=$?
-  # nextest does not run doc tests.
+  # nextest does not run doc tests; they run first so the run closes on nextest's summary.
   say "cargo test --doc"
   cargo test --doc --workspace --no-fail-fast || status=$?
+  say "cargo nextest run"
+  cargo nextest run --workspace --no-fail-fast || status=$?
 else
   say "cargo test"
   cargo test --workspace --no-fail-fast || status=$?
