@@ -5,14 +5,14 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use parley_bus::LocalBus;
 use parley_domain::Limits;
+use parley_server::config::generated_gateway_id;
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::PgStore;
 use parley_store::Store;
 use tokio::net::TcpListener;
 
 use crate::cli::{
-    BusKind, ServeArgs, DATA_DIR_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, PURGE_INTERVAL_MS_DEFAULT,
-    TOMBSTONE_TTL_MS_DEFAULT,
+    BusKind, ServeArgs, DATA_DIR_DEFAULT, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT,
 };
 use crate::shutdown::shutdown_signal;
 
@@ -93,6 +93,10 @@ fn server_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
         recall_window_ms: args.recall_window_ms,
         pull_threshold: args.pull_threshold,
         retention_ms: args.retention_ms,
+        // One id names this node in the gateways and routes tables.
+        gateway_id: args.gateway_id.clone().unwrap_or_else(generated_gateway_id),
+        idle_timeout_ms: args.idle_timeout_ms,
+        ..ServerConfig::default()
     })
 }
 
@@ -100,9 +104,6 @@ fn server_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
 /// into thinking they work.
 fn not_yet_in_effect(args: &ServeArgs) -> Vec<&'static str> {
     let mut ignored = Vec::new();
-    if args.gateway_id.is_some() {
-        ignored.push("--gateway-id");
-    }
     if args.nats_url.is_some() {
         ignored.push("--nats-url");
     }
@@ -114,9 +115,6 @@ fn not_yet_in_effect(args: &ServeArgs) -> Vec<&'static str> {
     }
     if args.tombstone_ttl_ms != TOMBSTONE_TTL_MS_DEFAULT {
         ignored.push("--tombstone-ttl-ms");
-    }
-    if args.idle_timeout_ms != IDLE_TIMEOUT_MS_DEFAULT {
-        ignored.push("--idle-timeout-ms");
     }
     if args.data_dir.as_os_str() != DATA_DIR_DEFAULT {
         ignored.push("--data-dir");
@@ -154,11 +152,13 @@ mod tests {
 
     #[test]
     fn unused_flags_are_reported() {
-        let args = serve_args(&["--gateway-id", "g1", "--idle-timeout-ms", "5"]);
-        assert_eq!(
-            not_yet_in_effect(&args),
-            vec!["--gateway-id", "--idle-timeout-ms"]
-        );
+        let args = serve_args(&[
+            "--nats-url",
+            "nats://127.0.0.1:4222",
+            "--idle-timeout-ms",
+            "5",
+        ]);
+        assert_eq!(not_yet_in_effect(&args), vec!["--nats-url"]);
         assert!(not_yet_in_effect(&serve_args(&[])).is_empty());
     }
 }
