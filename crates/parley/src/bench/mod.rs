@@ -4,9 +4,25 @@
 //! second user's device holds a WebSocket. For every message the report gives the ack latency
 //! (send to ack), the push latency (send to push) and the push lag behind the ack (push
 //! arrival minus ack arrival), each as percentiles.
+//!
+//! The load model of SPEC §13 (`seed-peak`, `saturate`, `hot-conversation`,
+//! `reconnect-storm`) runs through simulated devices, each an SDK realtime session; every
+//! device's deliveries are checked against the acks through a final sync. See `harness.rs`.
 
 mod push_latency;
 mod report;
+
+mod baseline;
+mod devices;
+mod harness;
+mod hot_conversation;
+mod load;
+mod plots;
+mod reconnect_storm;
+mod saturate;
+mod seed_peak;
+mod verify;
+mod world;
 
 use std::path::PathBuf;
 
@@ -16,6 +32,14 @@ use clap::{Args, ValueEnum};
 pub enum Scenario {
     /// Commit-to-push latency: sends over HTTP, pushes over WebSocket.
     PushLatency,
+    /// The seed's peak: 1,250 sends/s over direct chats, groups and one hot group.
+    SeedPeak,
+    /// Closed loop with rising concurrency until throughput stops rising.
+    Saturate,
+    /// Every sender on one conversation.
+    HotConversation,
+    /// Every device drops and resyncs at once, under load.
+    ReconnectStorm,
 }
 
 #[derive(Args)]
@@ -37,10 +61,41 @@ pub struct BenchArgs {
     /// Directory for report.json.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    /// Seconds of load (load-model scenarios).
+    #[arg(long, default_value_t = 30)]
+    pub duration: u64,
+    /// Sends per second, open loop: latency counts from each send's scheduled time. Each
+    /// scenario has its own default; for hot-conversation it switches from closed to open loop.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// PostgreSQL server for the raw-transaction baseline; it runs in a scratch database that
+    /// is created there and dropped afterwards.
+    #[arg(long, hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Users to create (scenario default when absent).
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Devices online (scenario default when absent).
+    #[arg(long)]
+    pub online: Option<usize>,
+    /// Senders of hot-conversation, each one member of the conversation (closed loop: one
+    /// send in flight each).
+    #[arg(long, default_value_t = 16)]
+    pub senders: usize,
+    /// Highest concurrency saturate tries (the baseline opens as many PostgreSQL connections).
+    #[arg(long, default_value_t = 64)]
+    pub max_concurrency: usize,
+    /// Seed of the random choices (who talks to whom, who sends).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     match args.scenario {
         Scenario::PushLatency => push_latency::run(&args).await,
+        Scenario::SeedPeak => seed_peak::run(&args).await,
+        Scenario::Saturate => saturate::run(&args).await,
+        Scenario::HotConversation => hot_conversation::run(&args).await,
+        Scenario::ReconnectStorm => reconnect_storm::run(&args).await,
     }
 }
