@@ -404,6 +404,65 @@ async fn run_in(options: &PgConnectOptions, plan: BaselinePlan) -> Result<Baseli
 mod tests {
     use super::*;
 
+    /// `sql` with `$1`, `$2`, … replaced by `args`, whitespace collapsed.
+    fn substituted(sql: &str, args: &[&str]) -> String {
+        let mut out = sql.to_owned();
+        for (i, arg) in args.iter().enumerate().rev() {
+            out = out.replace(&format!("${}", i + 1), arg);
+        }
+        normalised(&out)
+    }
+
+    fn normalised(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn the_pgbench_scripts_run_the_statements_of_the_store() {
+        let scripts = [
+            (
+                include_str!("../../bench/pgbench/send.sql"),
+                "('c' || :i)",
+                "('u' || :s)",
+            ),
+            (
+                include_str!("../../bench/pgbench/send_hot.sql"),
+                "'hot'",
+                "('w' || :client_id)",
+            ),
+        ];
+        let hash = format!("'{}'", RequestHash::of_message(BODY).as_str());
+        let body = format!("'{BODY}'");
+        let key = "('pgb-' || :k)";
+        for (script, conv, sender) in scripts {
+            let script = normalised(script);
+            let statements = [
+                substituted(SEND_LOCK_SQL, &[conv]) + " \\gset",
+                substituted(SEND_KEY_CHECK_SQL, &[conv, sender, key]) + ";",
+                substituted(
+                    SEND_INSERT_SQL,
+                    &[
+                        conv,
+                        ":next_seq",
+                        "gen_random_uuid()",
+                        sender,
+                        "'pgbench'",
+                        key,
+                        &hash,
+                        &body,
+                    ],
+                ) + ";",
+            ];
+            let mut expected = String::from("BEGIN; ");
+            expected.push_str(&statements.join(" "));
+            expected.push_str(" COMMIT;");
+            assert!(
+                script.contains(&expected),
+                "the script drifted from parley-store's send statements:\n{script}\nexpected:\n{expected}"
+            );
+        }
+    }
+
     #[test]
     fn the_shapes_have_the_members_the_workers_use() {
         let (convs, members) = topology(Shape::Many { convs: 3 }, 8);

@@ -29,6 +29,9 @@ const DRAIN_MAX: Duration = Duration::from_secs(90);
 /// The drain gives up when no event arrived for this long. Longer than the SDK's ping
 /// interval (20 s), after which a device retries a catch-up that failed.
 const DRAIN_STALL_MAX: Duration = Duration::from_secs(25);
+/// Most transactions the server runs at once: its default PostgreSQL pool (`--pool-size`).
+/// An open-loop baseline never runs more, however many sends queue in front of the server.
+pub const SERVER_POOL_SIZE_DEFAULT: usize = 16;
 /// Refresh of the progress display.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -122,6 +125,12 @@ pub async fn with_progress<F: Future>(
     };
     pb.finish_and_clear();
     out
+}
+
+/// The concurrency an open-loop run put on the database: the mean number of sends in flight
+/// (Little's law), rounded up, but never more than the server's pool runs at once.
+pub fn open_loop_concurrency(outcome: &LoadOutcome) -> usize {
+    (outcome.mean_in_flight().ceil() as usize).clamp(1, SERVER_POOL_SIZE_DEFAULT)
 }
 
 /// Events the devices should receive for `acks`: each distinct acked seq once per online
@@ -338,8 +347,13 @@ pub fn report(c: &Common<'_>) -> Value {
 
 /// What the report says about where it ran.
 pub fn machine() -> Value {
+    // Other work on the machine skews every figure; the load average at the end says how much.
+    let loadavg = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned));
     json!({
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "load_average_1m_at_end": loadavg,
         "note": "the load generator runs on the same machine as the server and PostgreSQL, \
                  so all three share its cores",
     })

@@ -103,7 +103,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     let (world, concluded) = harness::conclude(setup, &outcome.acks).await;
     let latencies = harness::latencies(&concluded.logs, &outcome.acks)?;
     let concurrency = match args.rate {
-        Some(_) => outcome.mean_in_flight().ceil().max(1.0) as usize,
+        Some(_) => harness::open_loop_concurrency(&outcome),
         None => senders,
     };
     let baseline = harness::baseline(

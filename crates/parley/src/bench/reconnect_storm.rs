@@ -131,7 +131,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     .await;
     let (world, concluded) = harness::conclude(setup, &outcome.acks).await;
     let latencies = harness::latencies(&concluded.logs, &outcome.acks)?;
-    let concurrency = outcome.mean_in_flight().ceil().max(1.0) as usize;
+    let concurrency = harness::open_loop_concurrency(&outcome);
     let baseline = harness::baseline(
         args,
         &[BaselinePlan {

@@ -57,6 +57,10 @@ impl Violations {
     }
 }
 
+/// A member's log after the start cursor: seq -> the benchmark's send id (`None` for events
+/// the benchmark did not send).
+pub type FinalLog = BTreeMap<i64, Option<u64>>;
+
 /// One device's view of one conversation.
 pub struct ConvCheck<'a> {
     /// Names the device and conversation in examples.
@@ -65,9 +69,8 @@ pub struct ConvCheck<'a> {
     pub start: i64,
     /// Seqs in the order the device received them.
     pub delivered: &'a [i64],
-    /// The member's final log after `start`: seq -> the benchmark's send id (`None` for
-    /// events the benchmark did not send).
-    pub final_log: &'a BTreeMap<i64, Option<u64>>,
+    /// The member's final log after `start`.
+    pub final_log: &'a FinalLog,
     /// `(seq, send id)` of every acked send to the conversation.
     pub acked: &'a [(i64, u64)],
 }
@@ -138,12 +141,7 @@ pub fn check_acks(label: &str, acked: &[(i64, u64)], v: &mut Violations) {
 }
 
 /// The member's log of `conv_id` after `start`, read through events-after.
-async fn final_log(
-    client: &Client,
-    conv_id: &str,
-    epoch: i64,
-    start: i64,
-) -> Result<BTreeMap<i64, Option<u64>>> {
+async fn final_log(client: &Client, conv_id: &str, epoch: i64, start: i64) -> Result<FinalLog> {
     let mut log = BTreeMap::new();
     let mut after = start;
     for _ in 0..SYNC_PAGES_MAX {
@@ -240,17 +238,13 @@ mod tests {
     use super::*;
 
     /// A conversation whose log after seq 2 holds sends m3..=m7 at seqs 3..=7, all acked.
-    fn log_3_to_7() -> (BTreeMap<i64, Option<u64>>, Vec<(i64, u64)>) {
+    fn log_3_to_7() -> (FinalLog, Vec<(i64, u64)>) {
         let log = (3..=7).map(|s| (s, Some(s as u64))).collect();
         let acked = (3..=7).map(|s| (s, s as u64)).collect();
         (log, acked)
     }
 
-    fn check(
-        delivered: &[i64],
-        log: &BTreeMap<i64, Option<u64>>,
-        acked: &[(i64, u64)],
-    ) -> Violations {
+    fn check(delivered: &[i64], log: &FinalLog, acked: &[(i64, u64)]) -> Violations {
         let mut v = Violations::default();
         check_conv(
             &ConvCheck {
@@ -326,11 +320,11 @@ mod tests {
     #[test]
     fn invisible_and_foreign_events_do_not_count_as_gaps() {
         // Seq 4 is an event the benchmark did not send (e.g. a join); it was delivered.
-        let log: BTreeMap<i64, Option<u64>> = [(3, Some(3)), (4, None), (5, Some(5))].into();
+        let log: FinalLog = [(3, Some(3)), (4, None), (5, Some(5))].into();
         let v = check(&[3, 4, 5], &log, &[(3, 3), (5, 5)]);
         assert_eq!(v, Violations::default());
         // Seqs outside the log (not visible to this member) may be skipped.
-        let log: BTreeMap<i64, Option<u64>> = [(3, Some(3)), (9, Some(9))].into();
+        let log: FinalLog = [(3, Some(3)), (9, Some(9))].into();
         let v = check(&[3, 9], &log, &[(3, 3), (9, 9)]);
         assert_eq!(v, Violations::default());
     }

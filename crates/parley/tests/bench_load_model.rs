@@ -1,0 +1,156 @@
+//! `parley bench` against a real server: a short run of a load-model scenario writes a report
+//! with every expected field, no error and no violation, and its plots.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use parley_testkit::TestServer;
+use serde_json::Value;
+
+/// Longest a short scenario may take, setup, drain, check and baseline included.
+const RUN_MAX: Duration = Duration::from_secs(240);
+
+fn out_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("parley-bench-{name}-{}", uuid::Uuid::new_v4()))
+}
+
+async fn bench(server: &TestServer, out: &PathBuf, extra: &[&str]) -> Value {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley"));
+    cmd.arg("bench")
+        .args(["--url", server.base_url()])
+        .args(["--admin-token", server.admin_token()])
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(RUN_MAX, cmd.output())
+        .await
+        .expect("the benchmark stops by itself")
+        .expect("the benchmark starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    assert!(stdout.contains("violations: lost 0"), "summary:\n{stdout}");
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
+    serde_json::from_str(&text).expect("report.json is JSON")
+}
+
+fn assert_clean(r: &Value) {
+    for field in [
+        "scenario",
+        "duration_s",
+        "target_rate_per_s",
+        "sends_acked",
+        "throughput_per_s",
+        "errors",
+        "ack_latency_ms",
+        "push_latency_ms",
+        "violations",
+        "baseline_tps",
+        "ratio_to_baseline",
+        "world",
+    ] {
+        assert!(r.get(field).is_some(), "report lacks {field}: {r:#}");
+    }
+    for lat in ["ack_latency_ms", "push_latency_ms"] {
+        for p in ["p50", "p95", "p99", "max"] {
+            assert!(
+                r[lat][p].as_f64().is_some_and(|v| v > 0.0),
+                "{lat}.{p}: {r:#}"
+            );
+        }
+    }
+    for v in ["lost", "duplicated", "gaps", "reordered", "phantom"] {
+        assert_eq!(r["violations"][v], 0, "{v}: {:#}", r["violations"]);
+    }
+    assert_eq!(r["errors"], 0, "{:#}", r["errors_by_kind"]);
+    assert!(r["sends_acked"].as_u64().is_some_and(|n| n > 0));
+    assert!(r["verification"]["checked_pairs"]
+        .as_u64()
+        .is_some_and(|n| n > 0));
+    assert_eq!(r["events_delivered"], r["events_expected"]);
+    for plot in r["plots"].as_array().expect("plots listed") {
+        let svg = std::fs::read_to_string(plot.as_str().expect("a path")).expect("plot written");
+        assert!(svg.starts_with("<svg"), "{plot}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_peak_runs_clean_and_compares_with_the_raw_transaction() {
+    let server = TestServer::start_default().await;
+    let out = out_dir("seed-peak");
+    let r = bench(
+        &server,
+        &out,
+        &[
+            "--scenario",
+            "seed-peak",
+            "--duration",
+            "3",
+            "--rate",
+            "100",
+            "--users",
+            "60",
+            "--online",
+            "40",
+            "--database-url",
+            server.db().url(),
+        ],
+    )
+    .await;
+    assert_clean(&r);
+    assert_eq!(r["scenario"], "seed-peak");
+    assert_eq!(r["target_rate_per_s"], 100.0);
+    assert_eq!(r["sends_scheduled"], 300);
+    assert!(r["baseline_tps"].as_f64().is_some_and(|t| t > 0.0), "{r:#}");
+    assert!(r["ratio_to_baseline"].as_f64().is_some_and(|t| t > 0.0));
+    assert!(
+        r["world"]["hot_group_members"] == 60,
+        "the hot group holds every user"
+    );
+    // The baseline's scratch schema is gone; the server's tables are untouched.
+    let schemas: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'parley_bench_base_%'",
+    )
+    .fetch_one(server.store().pool())
+    .await
+    .expect("schemas listed");
+    assert_eq!(schemas, 0);
+    let _ = std::fs::remove_dir_all(&out);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_storm_loses_nothing() {
+    let server = TestServer::start_default().await;
+    let out = out_dir("reconnect-storm");
+    let r = bench(
+        &server,
+        &out,
+        &[
+            "--scenario",
+            "reconnect-storm",
+            "--duration",
+            "4",
+            "--rate",
+            "100",
+            "--users",
+            "40",
+            "--online",
+            "30",
+        ],
+    )
+    .await;
+    assert_clean(&r);
+    assert_eq!(r["recovery"]["reconnected"], 30, "{:#}", r["recovery"]);
+    assert!(
+        r["baseline_tps"].is_null(),
+        "no --database-url, no baseline"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    server.stop().await;
+}
