@@ -6,6 +6,11 @@
 //! `head` and the reader's periods come from one snapshot.
 
 mod admin;
+pub mod bus;
+pub use bus::{PgBus, PgBusStats};
+/// Re-exported so a caller of [`PgBus::start`] needs no tokio-util dependency of its own and
+/// always passes the type the bus expects.
+pub use tokio_util::sync::CancellationToken;
 mod membership;
 mod read;
 mod realtime;
