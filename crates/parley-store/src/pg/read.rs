@@ -201,28 +201,38 @@ pub(super) async fn get_conversation(
     view.ok_or_else(|| Rejection::NotMember.into())
 }
 
-/// Sync tokens are `x<xid>`: the snapshot horizon (xmin) of the answer that issued them.
-const SYNC_TOKEN_PREFIX: &str = "x";
+/// Sync tokens are `s1.` and the text of the snapshot the answer was read in
+/// (`xmin:xmax:xip,…`).
+const SYNC_TOKEN_PREFIX: &str = "s1.";
+/// Longest accepted sync token: a snapshot lists the transactions running when it was taken.
+const SYNC_TOKEN_BYTES_MAX: usize = 16 * 1024;
 
 fn parse_sync_token(token: &str) -> Result<String, StoreError> {
-    token
-        .strip_prefix(SYNC_TOKEN_PREFIX)
-        .filter(|digits| {
-            !digits.is_empty() && digits.len() <= 20 && digits.bytes().all(|b| b.is_ascii_digit())
-        })
-        .map(str::to_owned)
-        .ok_or_else(|| Rejection::BadRequest("invalid sync token".into()).into())
+    let bad = || StoreError::from(Rejection::BadRequest("invalid sync token".into()));
+    if token.len() > SYNC_TOKEN_BYTES_MAX {
+        return Err(bad());
+    }
+    let snapshot = token.strip_prefix(SYNC_TOKEN_PREFIX).ok_or_else(bad)?;
+    let mut parts = snapshot.splitn(3, ':');
+    let number = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    let (Some(xmin), Some(xmax), Some(xip)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    if !number(xmin) || !number(xmax) || !(xip.is_empty() || xip.split(',').all(number)) {
+        return Err(bad());
+    }
+    Ok(snapshot.to_owned())
 }
 
 /// The feed of SPEC §5: the conversations that changed for `viewer` since `since`.
 ///
 /// Every write to a conversation stamps `conversations.change_xid` with its transaction id, and
-/// every move of a read position stamps `read_marks.change_xid`. The token is the horizon
-/// (xmin) of the snapshot the answer was read in: every transaction below it had finished, so
-/// its change is in this answer or an earlier one; a transaction at or above it may still have
-/// been running, so it is compared again next time (a conversation may be sent twice, never
-/// missed). The call reads the user's memberships by one index range and probes each
-/// conversation's row by primary key, plus one index range over the user's read marks.
+/// every move of a read position stamps `read_marks.change_xid`. The token is the snapshot the
+/// previous answer was read in: a change whose transaction was visible in that snapshot is in
+/// that answer already; any other change is new. So nothing is missed (a transaction still
+/// running then is not visible in it) and nothing unchanged is sent again. The call reads the
+/// user's memberships by one index range and probes each conversation's row by primary key,
+/// plus one index range over the user's read marks.
 pub(super) async fn list_conversations(
     pool: &PgPool,
     viewer: &UserId,
@@ -230,17 +240,19 @@ pub(super) async fn list_conversations(
 ) -> Result<ConversationFeed, StoreError> {
     let since = since.map(parse_sync_token).transpose()?;
     let mut tx = begin_snapshot(pool).await?;
-    let horizon: String =
-        sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
-            .fetch_one(&mut *tx)
-            .await?;
+    let snapshot: String = sqlx::query_scalar("SELECT pg_current_snapshot()::text")
+        .fetch_one(&mut *tx)
+        .await?;
     let ids: Vec<String> = sqlx::query_scalar(
         "SELECT DISTINCT m.conv_id FROM membership_periods m
            JOIN conversations c ON c.conv_id = m.conv_id
-          WHERE m.user_id = $1 AND ($2::text IS NULL OR c.change_xid >= $2::text::xid8)
+          WHERE m.user_id = $1
+            AND ($2::text IS NULL OR NOT pg_visible_in_snapshot(c.change_xid, $2::text::pg_snapshot))
          UNION
          SELECT r.conv_id FROM read_marks r
-          WHERE r.user_id = $1 AND $2::text IS NOT NULL AND r.change_xid >= $2::text::xid8
+          WHERE r.user_id = $1 AND $2::text IS NOT NULL
+            AND r.change_xid >= pg_snapshot_xmin($2::text::pg_snapshot)
+            AND NOT pg_visible_in_snapshot(r.change_xid, $2::text::pg_snapshot)
          ORDER BY 1",
     )
     .bind(viewer.as_str())
@@ -251,7 +263,7 @@ pub(super) async fn list_conversations(
     tx.commit().await?;
     Ok(ConversationFeed {
         conversations,
-        sync_token: format!("{SYNC_TOKEN_PREFIX}{horizon}"),
+        sync_token: format!("{SYNC_TOKEN_PREFIX}{snapshot}"),
     })
 }
 
