@@ -17,6 +17,7 @@ mod realtime;
 pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
+mod views;
 
 use std::time::Duration;
 
@@ -118,8 +119,9 @@ impl Store for PgStore {
     async fn list_conversations(
         &self,
         viewer: &UserId,
-    ) -> Result<Vec<ConversationView>, StoreError> {
-        read::list_conversations(&self.pool, viewer).await
+        since: Option<&str>,
+    ) -> Result<ConversationFeed, StoreError> {
+        read::list_conversations(&self.pool, viewer, since).await
     }
 
     async fn add_member(
