@@ -16,9 +16,9 @@ use super::rows::commit;
 use crate::error::StoreError;
 use crate::types::{SendOutcome, SendRequest};
 
-/// Step 1: the conversation's row lock and its counter. `$1` conv_id.
+/// Step 1: the conversation's row lock, its counter and its message count. `$1` conv_id.
 pub const SEND_LOCK_SQL: &str =
-    "SELECT next_seq FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE";
+    "SELECT next_seq, msg_count FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE";
 
 /// Steps 2–4 in one round trip: the request key in the log and in the tombstones, and the
 /// sender's open period. `$1` conv_id, `$2` sender_user, `$3` client_msg_id.
@@ -32,21 +32,24 @@ pub const SEND_KEY_CHECK_SQL: &str =
  SELECT 'member', NULL, NULL, NULL FROM membership_periods
    WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL";
 
-/// Step 5: insert at `next_seq`, advance the counter, and move the sender's read position to
-/// the new message (an own message is read), all in one statement. `$1` conv_id, `$2` seq,
-/// `$3` message_id, `$4` sender_user, `$5` sender_device, `$6` client_msg_id, `$7`
-/// request_hash, `$8` body.
+/// Step 5: insert at `next_seq`, advance the counter and the message count, and move the
+/// sender's read position to the new message (an own message is read), all in one statement.
+/// `$1` conv_id, `$2` seq, `$3` message_id, `$4` sender_user, `$5` sender_device, `$6`
+/// client_msg_id, `$7` request_hash, `$8` body, `$9` msg_ordinal (the message count after it).
 pub const SEND_INSERT_SQL: &str = "WITH ins AS (
    INSERT INTO events (conv_id, seq, kind, message_id, sender_user, sender_device,
-                       client_msg_id, request_hash, body)
-   VALUES ($1, $2, 'msg', $3, $4, $5, $6, $7, $8)
+                       client_msg_id, request_hash, body, msg_ordinal)
+   VALUES ($1, $2, 'msg', $3, $4, $5, $6, $7, $8, $9)
    RETURNING created_at
  ), counter AS (
-   UPDATE conversations SET next_seq = $2 + 1 WHERE conv_id = $1
+   UPDATE conversations
+      SET next_seq = $2 + 1, msg_count = $9, change_xid = pg_current_xact_id()
+    WHERE conv_id = $1
  ), mark AS (
    INSERT INTO read_marks (conv_id, user_id, read_seq) VALUES ($1, $4, $2)
    ON CONFLICT (conv_id, user_id) DO UPDATE
-     SET read_seq = GREATEST(read_marks.read_seq, EXCLUDED.read_seq), updated_at = now()
+     SET read_seq = GREATEST(read_marks.read_seq, EXCLUDED.read_seq), updated_at = now(),
+         change_xid = pg_current_xact_id()
  )
  SELECT created_at FROM ins";
 
@@ -71,6 +74,7 @@ pub(super) async fn send(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome
         return Err(Rejection::NotMember.into());
     };
     let seq: i64 = locked.try_get("next_seq")?;
+    let msg_ordinal: i64 = locked.try_get::<i64, _>("msg_count")? + 1;
 
     // 2–4. Request key in the log, in the tombstones, and the sender's open period: one round trip.
     let found = sqlx::query(SEND_KEY_CHECK_SQL)
@@ -126,6 +130,7 @@ pub(super) async fn send(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome
         .bind(key)
         .bind(req.request_hash.as_str())
         .bind(req.body.as_str())
+        .bind(msg_ordinal)
         .fetch_one(&mut *tx)
         .await?;
     let created_at: DateTime<Utc> = inserted.try_get("created_at")?;

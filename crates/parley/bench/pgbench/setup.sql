@@ -28,7 +28,7 @@ UNION ALL
 SELECT 'hot', 'w' || i, i + 1, CASE i WHEN 0 THEN 'owner' ELSE 'member' END
 FROM generate_series(0, 63) AS i;
 
-INSERT INTO events (conv_id, seq, kind, sender_user, subject_user)
-SELECT conv_id, from_seq, 'join', user_id, user_id FROM membership_periods;
+INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, msg_ordinal)
+SELECT conv_id, from_seq, 'join', user_id, user_id, 0 FROM membership_periods;
 
 ANALYZE;

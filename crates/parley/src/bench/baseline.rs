@@ -201,8 +201,8 @@ async fn fill(conn: &mut PgConnection, convs: &[String], members: &[Vec<String>]
             .execute(&mut *tx)
             .await?;
             sqlx::query(
-                "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user)
-                 VALUES ($1, $2, 'join', $3, $3) ON CONFLICT DO NOTHING",
+                "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, msg_ordinal)
+                 VALUES ($1, $2, 'join', $3, $3, 0) ON CONFLICT DO NOTHING",
             )
             .bind(conv)
             .bind(seq)
@@ -249,6 +249,7 @@ async fn send_once(
         bail!("conversation {conv} is missing");
     };
     let seq: i64 = locked.try_get("next_seq")?;
+    let msg_ordinal: i64 = locked.try_get::<i64, _>("msg_count")? + 1;
     let lock = us(t);
     let t = Instant::now();
     let found = sqlx::query(SEND_KEY_CHECK_SQL)
@@ -279,6 +280,7 @@ async fn send_once(
         .bind(key)
         .bind(hash)
         .bind(BODY)
+        .bind(msg_ordinal)
         .fetch_one(&mut *tx)
         .await?;
     let insert = us(t);
@@ -450,6 +452,7 @@ mod tests {
                         key,
                         &hash,
                         &body,
+                        "(:msg_count + 1)",
                     ],
                 ) + ";",
             ];
