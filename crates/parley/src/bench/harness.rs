@@ -32,6 +32,10 @@ const DRAIN_STALL_MAX: Duration = Duration::from_secs(25);
 /// Most transactions the server runs at once: its default PostgreSQL pool (`--pool-size`).
 /// An open-loop baseline never runs more, however many sends queue in front of the server.
 pub const SERVER_POOL_SIZE_DEFAULT: usize = 16;
+/// An open-loop rate is held when the throughput reaches this share of it …
+const HELD_THROUGHPUT_SHARE: f64 = 0.99;
+/// … and the 99th percentile of the ack latency, from the due time, stays within a second.
+const HELD_ACK_P99_US: u64 = 1_000_000;
 /// Refresh of the progress display.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -292,10 +296,13 @@ pub fn report(c: &Common<'_>) -> Value {
             Value::Null,
         ),
     };
+    // Held: every scheduled send acked, none failed, the acks kept up with the schedule, and
+    // no queue built up behind it (99 % of the sends acked within a second of their due time).
     let rate_held = c.target_rate_per_s.map(|t| {
         errors == 0
             && c.outcome.acks.len() as u64 == c.outcome.scheduled
-            && c.throughput_per_s >= 0.99 * t
+            && c.throughput_per_s >= HELD_THROUGHPUT_SHARE * t
+            && c.latencies.ack.value_at_quantile(0.99) <= HELD_ACK_P99_US
     });
     json!({
         "scenario": c.scenario,
