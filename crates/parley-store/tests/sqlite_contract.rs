@@ -1,0 +1,68 @@
+//! The store contract run against the embedded SQLite store: a fresh database file in a
+//! temporary directory per test. The test names are those of `pg_contract.rs`.
+
+mod contract;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use parley_store::sqlite::SqliteStore;
+use parley_store::Store;
+use tempfile::TempDir;
+
+/// A migrated store on a new file, and the directory that holds it (removed when dropped, so it
+/// must outlive the test's use of the store).
+async fn store() -> Result<(Arc<dyn Store>, TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::open_dir(dir.path()).await?;
+    store.migrate().await?;
+    Ok((Arc::new(store), dir))
+}
+
+#[tokio::test]
+async fn check_04_normal_history() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::normal_history(&*store).await
+}
+
+#[tokio::test]
+async fn check_04_non_member_rejected() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::non_member_rejected(&*store).await
+}
+
+#[tokio::test]
+async fn check_04_unknown_conv_same_error() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::unknown_conv_same_error(&*store).await
+}
+
+#[tokio::test]
+async fn check_04_idempotency_mismatch() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::idempotency_mismatch(&*store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_concurrent_replay_one_row() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::concurrent_replay_one_row(store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_seq_gapless() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::seq_gapless(store).await
+}
+
+#[tokio::test]
+async fn check_08_leave_closes_interval() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::leave_closes_interval(&*store).await
+}
+
+#[tokio::test]
+async fn history_pages_9_8_7_then_6_5_4() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::history_pages(&*store).await
+}
