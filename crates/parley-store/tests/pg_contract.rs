@@ -52,3 +52,28 @@ async fn check_08_leave_closes_interval() -> Result<()> {
 async fn history_pages_9_8_7_then_6_5_4() -> Result<()> {
     contract::history_pages(&*store().await).await
 }
+
+#[tokio::test]
+async fn check_09_read_position_monotonic() -> Result<()> {
+    contract::read_position_monotonic(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
+    contract::old_cleanup_keeps_new_route(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_11_periods_bound_reads() -> Result<()> {
+    contract::periods_bound_reads(&*store().await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_conversations_gapless() -> Result<()> {
+    contract::many_conversations_gapless(store().await).await
+}
+
+#[tokio::test]
+async fn tokens_revoke() -> Result<()> {
+    contract::tokens_revoke(&*store().await).await
+}

@@ -66,3 +66,33 @@ async fn history_pages_9_8_7_then_6_5_4() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::history_pages(&*store).await
 }
+
+#[tokio::test]
+async fn check_09_read_position_monotonic() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::read_position_monotonic(&*store).await
+}
+
+#[tokio::test]
+async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::old_cleanup_keeps_new_route(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_periods_bound_reads() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::periods_bound_reads(&*store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_conversations_gapless() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::many_conversations_gapless(store).await
+}
+
+#[tokio::test]
+async fn tokens_revoke() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::tokens_revoke(&*store).await
+}

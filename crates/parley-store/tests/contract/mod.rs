@@ -336,3 +336,228 @@ pub async fn history_pages(store: &dyn Store) -> Result<()> {
     );
     Ok(())
 }
+
+/// P8: a read position only moves forward, and is clamped to the head.
+pub async fn read_position_monotonic(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let cai = user(store, "u-cai").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-read"), &[&ben]))
+        .await?
+        .conv_id;
+    for i in 3..=6 {
+        send(store, &conv, &ana, &format!("m-{i}"), "x").await?;
+    }
+    ensure!(store.mark_read(&conv, &ben, 5).await? == 5, "first mark");
+    let back = store.mark_read(&conv, &ben, 3).await?;
+    ensure!(back == 5, "a mark moved back to {back}");
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        view.read_seq == 5 && view.unread == 1,
+        "view after marks: read_seq {} unread {}",
+        view.read_seq,
+        view.unread
+    );
+    let clamped = store.mark_read(&conv, &ben, 1_000).await?;
+    ensure!(clamped == 6, "a mark beyond the head gave {clamped}");
+    // The sender's own message moved the sender's position (SPEC §9).
+    let own = store.get_conversation(&conv, &ana).await?;
+    ensure!(
+        own.read_seq == 6 && own.unread == 0,
+        "sender: read_seq {} unread {}",
+        own.read_seq,
+        own.unread
+    );
+    let r = store.mark_read(&conv, &cai, 1).await;
+    ensure!(
+        matches!(&r, Err(StoreError::Rejected(Rejection::NotMember))),
+        "outsider's mark: {r:?}"
+    );
+    Ok(())
+}
+
+/// P9: releasing a route with the conn_id of an older connection keeps the newer route.
+pub async fn old_cleanup_keeps_new_route(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let device = DeviceId::parse("d1")?;
+    let route = |conn: &str| parley_store::Route {
+        user_id: ana.clone(),
+        device_id: device.clone(),
+        gateway_id: "gw-1".into(),
+        conn_id: conn.into(),
+    };
+    ensure!(
+        store.claim_route(&route("c-old")).await?.is_none(),
+        "no route existed"
+    );
+    let replaced = store.claim_route(&route("c-new")).await?;
+    ensure!(
+        replaced.as_ref().map(|r| r.conn_id.as_str()) == Some("c-old"),
+        "claim answered {replaced:?}"
+    );
+    ensure!(
+        !store.release_route(&ana, &device, "c-old").await?,
+        "the old connection's cleanup deleted the new route"
+    );
+    ensure!(
+        store.release_route(&ana, &device, "c-new").await?,
+        "the owner could not release its route"
+    );
+    ensure!(
+        store.claim_route(&route("c-3")).await?.is_none(),
+        "the route was not deleted"
+    );
+    Ok(())
+}
+
+/// P11 and P3: a former member reads only inside their periods; a rejoin opens a new period and
+/// the events in between stay invisible; membership changes take seqs from the same counter (P4).
+pub async fn periods_bound_reads(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-p"), &[&ben]))
+        .await?
+        .conv_id;
+    send(store, &conv, &ana, "m-3", "x").await?; // 3
+    let left = store.remove_member(&conv, &ana, &ben).await?.event.seq; // 4
+    ensure!(left == 4, "leave seq {left}");
+    send(store, &conv, &ana, "m-5", "hidden").await?; // 5
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        view.head == 4 && view.members.is_none(),
+        "former member's view: head {}",
+        view.head
+    );
+    let newest = store
+        .events(&conv, &ben, EventsQuery::Before { before: None }, 10)
+        .await?;
+    let seqs: Vec<i64> = newest.events.iter().map(|e| e.seq).collect();
+    ensure!(seqs == vec![4, 3, 2], "former member's newest page {seqs:?}");
+    let again = store.add_member(&conv, &ana, &ben).await?.event.seq; // 6
+    ensure!(again == 6, "rejoin seq {again}");
+    send(store, &conv, &ana, "m-7", "seen").await?; // 7
+    let seen = seqs_seen(store, &conv, &ben).await?;
+    let seen: Vec<i64> = seen.iter().map(|(s, _)| *s).collect();
+    ensure!(
+        seen == vec![2, 3, 4, 6, 7],
+        "after rejoin ben sees {seen:?}"
+    );
+    let page = store
+        .events(
+            &conv,
+            &ben,
+            EventsQuery::After {
+                after: 4,
+                epoch: None,
+            },
+            1,
+        )
+        .await?;
+    ensure!(
+        page.events.len() == 1 && page.events[0].seq == 6 && page.through_seq == 6,
+        "the invisible range is skipped, not a gap: through {}",
+        page.through_seq
+    );
+    let r = store.add_member(&conv, &ana, &ben).await;
+    ensure!(
+        matches!(r, Err(StoreError::Rejected(Rejection::AlreadyMember))),
+        "second join of a member: {r:?}"
+    );
+    Ok(())
+}
+
+/// Concurrent sends into many conversations at once: every log is gapless and every ack's seq
+/// is in it. SQLite serialises all of them on one writer; PostgreSQL only per conversation.
+pub async fn many_conversations_gapless(store: Arc<dyn Store>) -> Result<()> {
+    const CONVERSATIONS: usize = 8;
+    const SENDS_PER_CONVERSATION: usize = 25;
+    let ana = user(&*store, "u-ana").await?;
+    let mut convs = Vec::new();
+    for c in 0..CONVERSATIONS {
+        let conv = store
+            .create_conversation(&new_conv(
+                &ana,
+                ConvKind::Group,
+                Some(&format!("c-{c}")),
+                &[],
+            ))
+            .await?
+            .conv_id;
+        convs.push(conv);
+    }
+    let mut tasks = Vec::new();
+    for i in 0..SENDS_PER_CONVERSATION {
+        for conv in &convs {
+            let (store, conv, ana) = (store.clone(), conv.clone(), ana.clone());
+            tasks.push(tokio::spawn(async move {
+                send(&*store, &conv, &ana, &format!("m-{i}"), "x").await
+            }));
+        }
+    }
+    let mut acked: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for t in tasks {
+        let ack = t.await?.context("concurrent send")?;
+        acked
+            .entry(ack.conv_id.as_str().to_owned())
+            .or_default()
+            .push(ack.seq);
+    }
+    for conv in &convs {
+        let seen: Vec<i64> = seqs_seen(&*store, conv, &ana)
+            .await?
+            .iter()
+            .map(|(s, _)| *s)
+            .collect();
+        let expected: Vec<i64> = (1..=1 + SENDS_PER_CONVERSATION as i64).collect();
+        ensure!(seen == expected, "{conv:?}: log {seen:?}");
+        let mut acks = acked.remove(conv.as_str()).unwrap_or_default();
+        acks.sort_unstable();
+        ensure!(
+            acks == expected[1..],
+            "{conv:?}: acked seqs {acks:?} are not the log's messages"
+        );
+    }
+    Ok(())
+}
+
+/// A revoked or replaced token stops authenticating at once; the new one works.
+pub async fn tokens_revoke(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let device = DeviceId::parse("d1")?;
+    ensure!(
+        store.authenticate("hash-u-ana").await?.is_some(),
+        "the issued token does not authenticate"
+    );
+    store
+        .issue_device_token(&ana, &device, "hash-second")
+        .await?;
+    ensure!(
+        store.authenticate("hash-u-ana").await?.is_none(),
+        "a replaced token still authenticates"
+    );
+    let who = store.authenticate("hash-second").await?;
+    ensure!(
+        who.as_ref().map(|d| (&d.user_id, &d.device_id)) == Some((&ana, &device)),
+        "new token: {who:?}"
+    );
+    store.revoke_device(&ana, &device).await?;
+    ensure!(
+        store.authenticate("hash-second").await?.is_none(),
+        "a revoked token still authenticates"
+    );
+    let missing = store
+        .issue_device_token(&uid("u-nobody"), &device, "hash-x")
+        .await;
+    ensure!(
+        matches!(missing, Err(StoreError::Rejected(Rejection::NotFound(_)))),
+        "token for a missing user: {missing:?}"
+    );
+    let dup = store.create_user(&ana, None).await;
+    ensure!(
+        matches!(dup, Err(StoreError::Rejected(Rejection::AlreadyExists(_)))),
+        "second create of a user: {dup:?}"
+    );
+    Ok(())
+}
