@@ -1,4 +1,4 @@
-//! The command line: `parley serve` and `parley migrate`. Every serve flag can also be set by
+//! The command line: `parley serve`, `parley migrate` and `parley bench`. Every serve flag can also be set by
 //! the environment variable `PARLEY_<NAME>` (SPEC §6, configuration).
 
 use std::net::SocketAddr;
@@ -58,15 +58,17 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_LISTEN", default_value = LISTEN_DEFAULT)]
     pub listen: SocketAddr,
 
-    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley.
+    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley; absent: the embedded
+    /// store in --data-dir.
     #[arg(long, env = "PARLEY_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
-    /// Directory of the embedded store, used when no database URL is given.
+    /// Directory of the embedded store and of the generated admin token; created if missing.
     #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
     pub data_dir: PathBuf,
 
-    /// Secret for the /v1/admin endpoints.
+    /// Secret for the /v1/admin endpoints; absent: generated at the first start, printed once
+    /// and kept in --data-dir.
     #[arg(long, env = "PARLEY_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
@@ -129,9 +131,13 @@ pub struct ServeArgs {
 
 #[derive(Args)]
 pub struct MigrateArgs {
-    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley.
+    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley; absent: the embedded store.
     #[arg(long, env = "PARLEY_DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
+    pub database_url: Option<String>,
+
+    /// Directory of the embedded store, used when no database URL is given.
+    #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
+    pub data_dir: PathBuf,
 }
 
 #[cfg(test)]

@@ -1,5 +1,10 @@
-//! `parley serve`: connect the store, apply the schema, serve HTTP until ctrl-c or SIGTERM.
+//! `parley serve`: open the store, apply the schema, serve HTTP until ctrl-c or SIGTERM.
+//!
+//! With `--database-url` the store is PostgreSQL; without it, the embedded SQLite store in
+//! `--data-dir`. Without `--admin-token` the admin token is the one kept in the data directory,
+//! generated and printed once at the first start.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
@@ -8,39 +13,32 @@ use parley_domain::Limits;
 use parley_server::config::generated_gateway_id;
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::PgStore;
+use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
 use tokio::net::TcpListener;
 
-use crate::cli::{
-    BusKind, ServeArgs, DATA_DIR_DEFAULT, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT,
-};
+use crate::cli::{BusKind, ServeArgs, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT};
+use crate::data_dir::{self, TokenSource};
 use crate::shutdown::shutdown_signal;
 
-/// Example shown when no database URL is given.
-const DATABASE_URL_EXAMPLE: &str = "postgres://postgres@127.0.0.1:5432/parley";
-
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let Some(database_url) = args.database_url.as_deref() else {
-        bail!(
-            "no --database-url (PARLEY_DATABASE_URL) given: the embedded store is not available \
-             yet, so Parley needs PostgreSQL, e.g. --database-url {DATABASE_URL_EXAMPLE}"
-        );
-    };
-    let config = server_config(&args)?;
+    if args.bus == BusKind::Postgres && args.database_url.is_none() {
+        bail!("--bus postgres needs PostgreSQL: give --database-url (PARLEY_DATABASE_URL)");
+    }
     if args.bus != BusKind::Local {
         bail!(
             "--bus {:?} is not available yet; only --bus local (one node) is",
             args.bus
         );
     }
+    let admin_token = resolve_admin_token(&args)?;
+    let config = server_config(&args, admin_token)?;
     let ignored = not_yet_in_effect(&args);
     if !ignored.is_empty() {
         tracing::warn!(flags = ?ignored, "these settings are accepted but not in effect yet");
     }
 
-    let store = PgStore::connect(database_url, args.pool_size)
-        .await
-        .context("cannot connect to PostgreSQL")?;
+    let store = open_store(args.database_url.as_deref(), &args.data_dir, args.pool_size).await?;
     if args.no_migrate {
         tracing::info!("schema migration skipped (--no-migrate)");
     } else {
@@ -48,7 +46,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!("schema is up to date");
     }
 
-    let state = AppState::new(Arc::new(store), Arc::new(LocalBus::new()), config);
+    let state = AppState::new(store, Arc::new(LocalBus::new()), config);
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -61,16 +59,58 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// PostgreSQL when a URL is given, else the embedded store in `data_dir` (created if missing).
+pub async fn open_store(
+    database_url: Option<&str>,
+    data_dir: &Path,
+    pool_size: u32,
+) -> anyhow::Result<Arc<dyn Store>> {
+    match database_url {
+        Some(url) => {
+            let store = PgStore::connect(url, pool_size)
+                .await
+                .context("cannot connect to PostgreSQL")?;
+            tracing::info!("store: PostgreSQL");
+            Ok(Arc::new(store))
+        }
+        None => {
+            data_dir::ensure_dir(data_dir)?;
+            let store = SqliteStore::open_dir(data_dir).await.with_context(|| {
+                format!("cannot open the embedded store in {}", data_dir.display())
+            })?;
+            tracing::info!(path = %store.path().display(), "store: embedded SQLite");
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// The admin token: the flag's, else the one kept in the data directory, generated at the
+/// first start. A generated token is printed once, on standard output and never to the log.
+fn resolve_admin_token(args: &ServeArgs) -> anyhow::Result<String> {
+    if let Some(token) = &args.admin_token {
+        if token.is_empty() {
+            bail!("--admin-token (PARLEY_ADMIN_TOKEN) must not be empty");
+        }
+        return Ok(token.clone());
+    }
+    data_dir::ensure_dir(&args.data_dir)?;
+    let (token, source) = data_dir::admin_token(&args.data_dir)?;
+    match source {
+        TokenSource::Generated(path) => {
+            println!("parley: generated admin token (shown once, kept in {}):", path.display());
+            println!("{token}");
+        }
+        TokenSource::Kept(path) => {
+            tracing::info!(path = %path.display(), "admin token read from the data directory");
+        }
+    }
+    Ok(token)
+}
+
 /// The settings the HTTP edge uses, checked so a mistyped value fails at start, not later.
-fn server_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
-    let Some(admin_token) = args.admin_token.clone() else {
-        bail!(
-            "no --admin-token (PARLEY_ADMIN_TOKEN) given: generating one is not available yet, \
-             so choose a long random secret for the admin endpoints"
-        );
-    };
+fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<ServerConfig> {
     if admin_token.is_empty() {
-        bail!("--admin-token (PARLEY_ADMIN_TOKEN) must not be empty");
+        bail!("the admin token must not be empty");
     }
     if args.max_body_bytes == 0 || args.max_request_bytes == 0 {
         bail!("--max-body-bytes and --max-request-bytes must be at least 1");
@@ -116,9 +156,6 @@ fn not_yet_in_effect(args: &ServeArgs) -> Vec<&'static str> {
     if args.tombstone_ttl_ms != TOMBSTONE_TTL_MS_DEFAULT {
         ignored.push("--tombstone-ttl-ms");
     }
-    if args.data_dir.as_os_str() != DATA_DIR_DEFAULT {
-        ignored.push("--data-dir");
-    }
     ignored
 }
 
@@ -137,17 +174,26 @@ mod tests {
     }
 
     #[test]
-    fn the_admin_token_is_required_and_not_empty() {
-        assert!(server_config(&serve_args(&[])).is_err());
-        assert!(server_config(&serve_args(&["--admin-token", ""])).is_err());
-        let config = server_config(&serve_args(&[
-            "--admin-token",
-            "t0ken",
-            "--max-body-bytes",
-            "6",
-        ]))
-        .expect("a valid configuration");
+    fn a_given_admin_token_is_used_and_must_not_be_empty() {
+        assert!(resolve_admin_token(&serve_args(&["--admin-token", ""])).is_err());
+        let args = serve_args(&["--admin-token", "t0ken", "--max-body-bytes", "6"]);
+        let token = resolve_admin_token(&args).expect("the flag's token");
+        assert_eq!(token, "t0ken");
+        let config = server_config(&args, token).expect("a valid configuration");
         assert_eq!(config.limits.body_bytes_max, 6);
+        assert!(server_config(&args, String::new()).is_err());
+    }
+
+    #[test]
+    fn without_a_token_the_data_directory_keeps_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("data");
+        let data = data.to_str().expect("utf-8 path");
+        let args = serve_args(&["--data-dir", data]);
+        let first = resolve_admin_token(&args).expect("generated");
+        let again = resolve_admin_token(&args).expect("kept");
+        assert_eq!(first, again);
+        assert_eq!(first.len(), 64);
     }
 
     #[test]
