@@ -66,7 +66,12 @@ async fn failure_after_insert_before_commit_leaves_log_unchanged() -> Result<()>
     let after = counter_and_rows(&mut probe).await?;
     ensure!(before == after, "moved: {before:?} -> {after:?}");
     let ok = send(&store, &conv, &ana, "m-3", "fine").await?;
-    ensure!(ok.seq == before.0, "next seq {} expected {}", ok.seq, before.0);
+    ensure!(
+        ok.seq == before.0,
+        "next seq {} expected {}",
+        ok.seq,
+        before.0
+    );
     Ok(())
 }
 
@@ -142,7 +147,10 @@ async fn acked_writes_survive_reopening() -> Result<()> {
     reopened.migrate().await?;
     let seen = contract::seqs_seen(&reopened, &conv, &ana).await?;
     let seqs: Vec<i64> = seen.iter().map(|(s, _)| *s).collect();
-    ensure!(seqs == (1..=21).collect::<Vec<i64>>(), "reopened log {seqs:?}");
+    ensure!(
+        seqs == (1..=21).collect::<Vec<i64>>(),
+        "reopened log {seqs:?}"
+    );
     let next = send(&reopened, &conv, &ana, "m-21", "after").await?;
     ensure!(next.seq == 22 && !next.dup, "{next:?}");
     Ok(())

@@ -110,7 +110,10 @@ mod tests {
         let data = dir.path().join("data");
         ensure_dir(&data).expect("data dir");
         let (first, source) = admin_token(&data).expect("generated");
-        assert_eq!(source, TokenSource::Generated(data.join(ADMIN_TOKEN_FILE_NAME)));
+        assert_eq!(
+            source,
+            TokenSource::Generated(data.join(ADMIN_TOKEN_FILE_NAME))
+        );
         assert_eq!(first.len(), 2 * ADMIN_TOKEN_BYTES);
         assert!(first.bytes().all(|b| b.is_ascii_hexdigit()));
         let (again, source) = admin_token(&data).expect("kept");
@@ -128,7 +131,10 @@ mod tests {
         admin_token(&data).expect("generated");
         let mode = |p: &Path| fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
         assert_eq!(mode(&data), DATA_DIR_MODE);
-        assert_eq!(mode(&data.join(ADMIN_TOKEN_FILE_NAME)), ADMIN_TOKEN_FILE_MODE);
+        assert_eq!(
+            mode(&data.join(ADMIN_TOKEN_FILE_NAME)),
+            ADMIN_TOKEN_FILE_MODE
+        );
     }
 
     #[test]

@@ -10,7 +10,12 @@ use crate::serve::open_store;
 const MIGRATE_POOL_SIZE: u32 = 1;
 
 pub async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
-    let store = open_store(args.database_url.as_deref(), &args.data_dir, MIGRATE_POOL_SIZE).await?;
+    let store = open_store(
+        args.database_url.as_deref(),
+        &args.data_dir,
+        MIGRATE_POOL_SIZE,
+    )
+    .await?;
     store.migrate().await.context("cannot apply the schema")?;
     tracing::info!("schema is up to date");
     Ok(())

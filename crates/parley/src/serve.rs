@@ -97,7 +97,10 @@ fn resolve_admin_token(args: &ServeArgs) -> anyhow::Result<String> {
     let (token, source) = data_dir::admin_token(&args.data_dir)?;
     match source {
         TokenSource::Generated(path) => {
-            println!("parley: generated admin token (shown once, kept in {}):", path.display());
+            println!(
+                "parley: generated admin token (shown once, kept in {}):",
+                path.display()
+            );
             println!("{token}");
         }
         TokenSource::Kept(path) => {

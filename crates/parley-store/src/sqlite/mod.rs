@@ -98,7 +98,10 @@ impl SqliteStore {
     /// Opens `<dir>/parley.db`, creating the directory if missing.
     pub async fn open_dir(dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| {
-            StoreError::Unavailable(format!("cannot create data directory {}: {e}", dir.display()))
+            StoreError::Unavailable(format!(
+                "cannot create data directory {}: {e}",
+                dir.display()
+            ))
         })?;
         Self::open(&dir.join(DB_FILE_NAME)).await
     }

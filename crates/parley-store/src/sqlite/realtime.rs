@@ -35,13 +35,12 @@ pub(super) async fn claim_route(
     route: &Route,
 ) -> Result<Option<Route>, StoreError> {
     let mut tx = store.begin_write().await?;
-    let prev = sqlx::query(
-        "SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2",
-    )
-    .bind(route.user_id.as_str())
-    .bind(route.device_id.as_str())
-    .fetch_optional(&mut *tx)
-    .await?;
+    let prev =
+        sqlx::query("SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2")
+            .bind(route.user_id.as_str())
+            .bind(route.device_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
     sqlx::query(
         "INSERT INTO routes (user_id, device_id, gateway_id, conn_id, connected_at) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (user_id, device_id)

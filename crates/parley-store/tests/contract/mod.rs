@@ -434,7 +434,10 @@ pub async fn periods_bound_reads(store: &dyn Store) -> Result<()> {
         .events(&conv, &ben, EventsQuery::Before { before: None }, 10)
         .await?;
     let seqs: Vec<i64> = newest.events.iter().map(|e| e.seq).collect();
-    ensure!(seqs == vec![4, 3, 2], "former member's newest page {seqs:?}");
+    ensure!(
+        seqs == vec![4, 3, 2],
+        "former member's newest page {seqs:?}"
+    );
     let again = store.add_member(&conv, &ana, &ben).await?.event.seq; // 6
     ensure!(again == 6, "rejoin seq {again}");
     send(store, &conv, &ana, "m-7", "seen").await?; // 7
