@@ -1,7 +1,7 @@
 //! `parley bench`: load against a running server over real sockets, through the client SDK.
 //!
-//! Scenario `push-latency`: one sender sends over HTTP at a fixed concurrency into a group; a
-//! second user's device holds a WebSocket. For every message the report gives the ack latency
+//! Scenario `push-latency`: one sender sends over HTTP at a fixed concurrency into one group or
+//! round robin into several; a second user's device, a member of each, holds a WebSocket. For every message the report gives the ack latency
 //! (send to ack), the push latency (send to push) and the push lag behind the ack (push
 //! arrival minus ack arrival), each as percentiles.
 
@@ -34,6 +34,11 @@ pub struct BenchArgs {
     /// Sends in flight at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Group conversations the sends are spread over, round robin. One is a single hot
+    /// conversation (in PostgreSQL every send waits for the same row lock); several show the
+    /// store's ceiling across conversations.
+    #[arg(long, default_value_t = 1)]
+    pub conversations: usize,
     /// Directory for report.json.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
