@@ -117,3 +117,11 @@ pub struct MemberSnapshot {
     /// Each current member with the first seq of their open period.
     pub members: Vec<(UserId, i64)>,
 }
+
+/// The answer of the sync feed: the changed conversations and the token of the next call.
+#[derive(Debug, Clone)]
+pub struct ConversationFeed {
+    pub conversations: Vec<parley_domain::ConversationView>,
+    /// Opaque; pass it back as `since` to get only what changed after this answer.
+    pub sync_token: String,
+}

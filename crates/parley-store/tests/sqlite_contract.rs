@@ -96,3 +96,33 @@ async fn tokens_revoke() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::tokens_revoke(&*store).await
 }
+
+#[tokio::test]
+async fn check_07_through_seq_skips_invisible() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::through_seq_skips_invisible(&*store).await
+}
+
+#[tokio::test]
+async fn check_07_sync_feed_only_changed() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::sync_feed_only_changed(&*store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_09_read_monotonic() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::read_monotonic(store).await
+}
+
+#[tokio::test]
+async fn check_09_unread_respects_membership() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::unread_respects_membership(&*store).await
+}
+
+#[tokio::test]
+async fn check_09_own_send_advances_read() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::own_send_advances_read(&*store).await
+}

@@ -16,7 +16,11 @@ pub async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
         MIGRATE_POOL_SIZE,
     )
     .await?;
-    store.migrate().await.context("cannot apply the schema")?;
+    store
+        .store()
+        .migrate()
+        .await
+        .context("cannot apply the schema")?;
     tracing::info!("schema is up to date");
     Ok(())
 }

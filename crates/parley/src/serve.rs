@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use parley_bus::LocalBus;
+use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
 use parley_server::config::generated_gateway_id;
 use parley_server::{AppState, ServerConfig};
-use parley_store::pg::PgStore;
+use parley_store::pg::{CancellationToken, PgBus, PgStore};
 use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
 use tokio::net::TcpListener;
@@ -25,10 +25,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.bus == BusKind::Postgres && args.database_url.is_none() {
         bail!("--bus postgres needs PostgreSQL: give --database-url (PARLEY_DATABASE_URL)");
     }
-    if args.bus != BusKind::Local {
+    if args.bus == BusKind::Nats {
         bail!(
-            "--bus {:?} is not available yet; only --bus local (one node) is",
-            args.bus
+            "--bus nats is not available yet; use --bus local (one node) or --bus postgres \
+             (a few nodes on one database)"
         );
     }
     let admin_token = resolve_admin_token(&args)?;
@@ -38,7 +38,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(flags = ?ignored, "these settings are accepted but not in effect yet");
     }
 
-    let store = open_store(args.database_url.as_deref(), &args.data_dir, args.pool_size).await?;
+    let opened = open_store(args.database_url.as_deref(), &args.data_dir, args.pool_size).await?;
+    let store = opened.store();
     if args.no_migrate {
         tracing::info!("schema migration skipped (--no-migrate)");
     } else {
@@ -46,7 +47,23 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!("schema is up to date");
     }
 
-    let state = AppState::new(store, Arc::new(LocalBus::new()), config);
+    let bus_stop = CancellationToken::new();
+    let pg_bus = match (&opened, args.bus) {
+        (OpenedStore::Postgres(pg), BusKind::Postgres) => {
+            let gateway_id = config.gateway_id.clone();
+            let bus = PgBus::start(pg.pool().clone(), gateway_id, bus_stop.clone())
+                .await
+                .context("cannot start the postgres event bus")?;
+            Some(bus)
+        }
+        _ => None,
+    };
+    let bus: Arc<dyn EventBus> = match &pg_bus {
+        Some(pg_bus) => Arc::new(pg_bus.clone()),
+        None => Arc::new(LocalBus::new()),
+    };
+
+    let state = AppState::new(store, bus, config);
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -55,8 +72,29 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     parley_server::run(listener, state, shutdown_signal())
         .await
         .context("server failed")?;
+    // Lets the bus send the announcements still queued before the process exits.
+    bus_stop.cancel();
+    if let Some(pg_bus) = pg_bus {
+        pg_bus.stopped().await;
+    }
     tracing::info!("parley stopped");
     Ok(())
+}
+
+/// The store a process opened: PostgreSQL, whose pool the PostgreSQL bus shares, or the
+/// embedded store.
+pub enum OpenedStore {
+    Postgres(PgStore),
+    Sqlite(SqliteStore),
+}
+
+impl OpenedStore {
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Self::Postgres(pg) => Arc::new(pg.clone()),
+            Self::Sqlite(sqlite) => Arc::new(sqlite.clone()),
+        }
+    }
 }
 
 /// PostgreSQL when a URL is given, else the embedded store in `data_dir` (created if missing).
@@ -64,14 +102,14 @@ pub async fn open_store(
     database_url: Option<&str>,
     data_dir: &Path,
     pool_size: u32,
-) -> anyhow::Result<Arc<dyn Store>> {
+) -> anyhow::Result<OpenedStore> {
     match database_url {
         Some(url) => {
             let store = PgStore::connect(url, pool_size)
                 .await
                 .context("cannot connect to PostgreSQL")?;
             tracing::info!("store: PostgreSQL");
-            Ok(Arc::new(store))
+            Ok(OpenedStore::Postgres(store))
         }
         None => {
             data_dir::ensure_dir(data_dir)?;
@@ -79,7 +117,7 @@ pub async fn open_store(
                 format!("cannot open the embedded store in {}", data_dir.display())
             })?;
             tracing::info!(path = %store.path().display(), "store: embedded SQLite");
-            Ok(Arc::new(store))
+            Ok(OpenedStore::Sqlite(store))
         }
     }
 }

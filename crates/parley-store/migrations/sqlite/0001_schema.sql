@@ -8,6 +8,19 @@
 -- every timestamp itself (SQLite's own clock functions stop at milliseconds).
 -- UUIDs are TEXT in their hyphenated form. Tables are STRICT, so a value of the wrong type is an
 -- error, as it is in PostgreSQL.
+--
+-- Change tracking for the sync feed: PostgreSQL stamps changed rows with transaction ids and
+-- hands out snapshots as tokens. SQLite has one writer, so a counter does the same job exactly:
+-- every write transaction that changes what a feed shows takes the next value of change_clock
+-- and stamps the rows it changed; a token is the clock value of the snapshot an answer was read
+-- in, and "changed since" is "stamped above it". Writes commit in clock order, so a snapshot
+-- that sees value N sees every stamp up to N and none above.
+
+CREATE TABLE change_clock (
+    id   INTEGER PRIMARY KEY CHECK (id = 1),
+    last INTEGER NOT NULL
+) STRICT;
+INSERT INTO change_clock (id, last) VALUES (1, 0);
 
 CREATE TABLE users (
     user_id      TEXT PRIMARY KEY,
@@ -41,6 +54,9 @@ CREATE TABLE conversations (
     retention_ms     INTEGER,
     -- Derived, maintained in the same transaction as every join and leave.
     member_count     INTEGER NOT NULL DEFAULT 0 CHECK (member_count >= 0),
+    -- The change_clock value of the transaction that last changed what a member's feed shows of
+    -- this conversation (an event, a min_seq move, a role change).
+    change_seq       INTEGER NOT NULL,
     created_at       TEXT NOT NULL,
     CHECK (min_seq <= next_seq)
 ) STRICT;
@@ -98,8 +114,12 @@ CREATE TABLE read_marks (
     user_id    TEXT NOT NULL,
     read_seq   INTEGER NOT NULL DEFAULT 0,
     updated_at TEXT NOT NULL,
+    -- The change_clock value of the transaction that last moved this read position.
+    change_seq INTEGER NOT NULL,
     PRIMARY KEY (conv_id, user_id)
 ) STRICT;
+-- The sync feed finds a user's moved read positions by one index range.
+CREATE INDEX read_marks_by_user ON read_marks (user_id, change_seq);
 
 CREATE TABLE gateways (
     gateway_id  TEXT PRIMARY KEY,

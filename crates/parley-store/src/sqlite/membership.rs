@@ -7,7 +7,7 @@ use parley_domain::membership::{next_owner, CurrentMember};
 use parley_domain::{ConvId, ConvKind, DeliveryMode, Event, EventKind, Rejection, Role, UserId};
 use sqlx::{Row, SqliteConnection};
 
-use super::rows::{commit, now, ts};
+use super::rows::{commit, now, tick, ts};
 use super::SqliteStore;
 use crate::error::StoreError;
 use crate::types::{CreatedConversation, MembershipChange, NewConversation};
@@ -83,10 +83,11 @@ pub(super) async fn create_conversation(
     };
     let created_at = now();
     let at = ts(created_at);
+    let change = tick(&mut tx).await?;
     let inserted = sqlx::query(
-        "INSERT INTO conversations (conv_id, kind, title, delivery_mode, pull_threshold,
-                                    next_seq, recall_window_ms, retention_ms, member_count, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6 - 1, $9)
+        "INSERT INTO conversations (conv_id, kind, title, delivery_mode, pull_threshold, next_seq,
+                                    recall_window_ms, retention_ms, member_count, change_seq, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6 - 1, $10, $9)
          ON CONFLICT (conv_id) DO NOTHING",
     )
     .bind(conv_id.as_str())
@@ -101,6 +102,7 @@ pub(super) async fn create_conversation(
     .bind(req.recall_window_ms)
     .bind(req.retention_ms)
     .bind(&at)
+    .bind(change)
     .execute(&mut *tx)
     .await?;
     if inserted.rows_affected() == 0 {
@@ -268,15 +270,17 @@ pub(super) async fn add_member(
     .bind(seq)
     .execute(&mut *tx)
     .await?;
+    let change = tick(&mut tx).await?;
     sqlx::query(
         "UPDATE conversations
             SET next_seq = $2 + 1, member_count = member_count + 1,
-                delivery_mode = CASE WHEN $3 THEN 'pull' ELSE delivery_mode END
+                delivery_mode = CASE WHEN $3 THEN 'pull' ELSE delivery_mode END, change_seq = $4
           WHERE conv_id = $1",
     )
     .bind(conv_id.as_str())
     .bind(seq)
     .bind(switch_to_pull)
+    .bind(change)
     .execute(&mut *tx)
     .await?;
     commit(tx).await?;
@@ -329,11 +333,14 @@ pub(super) async fn remove_member(
     .bind(target.as_str())
     .execute(&mut *tx)
     .await?;
+    let change = tick(&mut tx).await?;
     sqlx::query(
-        "UPDATE conversations SET next_seq = $2 + 1, member_count = member_count - 1 WHERE conv_id = $1",
+        "UPDATE conversations SET next_seq = $2 + 1, member_count = member_count - 1, change_seq = $3
+          WHERE conv_id = $1",
     )
     .bind(conv_id.as_str())
     .bind(seq)
+    .bind(change)
     .execute(&mut *tx)
     .await?;
     if target_role == Role::Owner {
@@ -408,6 +415,13 @@ pub(super) async fn set_role(
         .bind(conv_id.as_str())
         .bind(target.as_str())
         .bind(role.as_str())
+        .execute(&mut *tx)
+        .await?;
+    // Roles show in the members list of the feed, so the conversation counts as changed.
+    let change = tick(&mut tx).await?;
+    sqlx::query("UPDATE conversations SET change_seq = $2 WHERE conv_id = $1")
+        .bind(conv_id.as_str())
+        .bind(change)
         .execute(&mut *tx)
         .await?;
     commit(tx).await?;

@@ -189,8 +189,9 @@ impl Store for SqliteStore {
     async fn list_conversations(
         &self,
         viewer: &UserId,
-    ) -> Result<Vec<ConversationView>, StoreError> {
-        read::list_conversations(self, viewer).await
+        since: Option<&str>,
+    ) -> Result<ConversationFeed, StoreError> {
+        read::list_conversations(self, viewer, since).await
     }
 
     async fn add_member(

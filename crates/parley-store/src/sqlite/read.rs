@@ -12,10 +12,10 @@ use parley_domain::{
 };
 use sqlx::{Row, SqliteConnection};
 
-use super::rows::{event_from_row, now, ts};
+use super::rows::{event_from_row, now, tick, ts};
 use super::SqliteStore;
 use crate::error::StoreError;
-use crate::types::EventsQuery;
+use crate::types::{ConversationFeed, EventsQuery};
 
 /// The conversation row and the reader's periods, read in one snapshot.
 struct Snapshot {
@@ -194,10 +194,13 @@ pub(super) async fn events(
     Ok(page)
 }
 
+/// The conversation as `viewer` sees it; the member list only when asked for (a single
+/// conversation's view has it, feed entries do not) and only for a current member.
 async fn view(
     conn: &mut SqliteConnection,
     conv_id: &ConvId,
     viewer: &UserId,
+    with_members: bool,
 ) -> Result<ConversationView, StoreError> {
     let snap = snapshot(conn, conv_id, viewer).await?;
     let read_seq: i64 =
@@ -230,7 +233,7 @@ async fn view(
         last_event = range(conn, conv_id, *r, true, 1).await?.into_iter().next();
     }
 
-    let members = if snap.is_member {
+    let members = if with_members && snap.is_member {
         let rows = sqlx::query(
             "SELECT user_id, role FROM membership_periods WHERE conv_id = $1 AND to_seq IS NULL ORDER BY from_seq",
         )
@@ -273,28 +276,63 @@ pub(super) async fn get_conversation(
     viewer: &UserId,
 ) -> Result<ConversationView, StoreError> {
     let mut tx = store.begin_read().await?;
-    let v = view(&mut tx, conv_id, viewer).await?;
+    let v = view(&mut tx, conv_id, viewer, true).await?;
     tx.commit().await?;
     Ok(v)
 }
 
+/// Sync tokens of the embedded store are `c1.` and the change clock of the snapshot the answer
+/// was read in.
+const SYNC_TOKEN_PREFIX: &str = "c1.";
+
+fn parse_sync_token(token: &str) -> Result<i64, StoreError> {
+    token
+        .strip_prefix(SYNC_TOKEN_PREFIX)
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse::<i64>().ok())
+        .ok_or_else(|| Rejection::BadRequest("invalid sync token".into()).into())
+}
+
+/// The feed of SPEC §5: the conversations that changed for `viewer` since `since`.
+///
+/// Every write that changes what a feed shows of a conversation stamps `conversations.change_seq`
+/// with the next value of the change clock, and every move of a read position stamps
+/// `read_marks.change_seq`. The token is the clock as the previous answer's snapshot saw it:
+/// every stamp up to it was in that answer, every stamp above it is new (writes are serial, so
+/// they commit in clock order). Same semantics as the PostgreSQL feed, whose tokens are
+/// snapshots over transaction ids.
 pub(super) async fn list_conversations(
     store: &SqliteStore,
     viewer: &UserId,
-) -> Result<Vec<ConversationView>, StoreError> {
+    since: Option<&str>,
+) -> Result<ConversationFeed, StoreError> {
+    let since = since.map(parse_sync_token).transpose()?;
     let mut tx = store.begin_read().await?;
+    let clock: i64 = sqlx::query_scalar("SELECT last FROM change_clock WHERE id = 1")
+        .fetch_one(&mut *tx)
+        .await?;
     let ids: Vec<String> = sqlx::query_scalar(
-        "SELECT DISTINCT conv_id FROM membership_periods WHERE user_id = $1 ORDER BY conv_id",
+        "SELECT m.conv_id FROM membership_periods m
+           JOIN conversations c ON c.conv_id = m.conv_id
+          WHERE m.user_id = $1 AND ($2 IS NULL OR c.change_seq > $2)
+         UNION
+         SELECT r.conv_id FROM read_marks r
+          WHERE r.user_id = $1 AND $2 IS NOT NULL AND r.change_seq > $2
+         ORDER BY 1",
     )
     .bind(viewer.as_str())
+    .bind(since)
     .fetch_all(&mut *tx)
     .await?;
-    let mut out = Vec::with_capacity(ids.len());
+    let mut conversations = Vec::with_capacity(ids.len());
     for id in ids {
-        out.push(view(&mut tx, &ConvId::from_trusted(id), viewer).await?);
+        conversations.push(view(&mut tx, &ConvId::from_trusted(id), viewer, false).await?);
     }
     tx.commit().await?;
-    Ok(out)
+    Ok(ConversationFeed {
+        conversations,
+        sync_token: format!("{SYNC_TOKEN_PREFIX}{clock}"),
+    })
 }
 
 pub(super) async fn log_range(
@@ -326,20 +364,26 @@ pub(super) async fn mark_read(
 ) -> Result<i64, StoreError> {
     let mut tx = store.begin_write().await?;
     let snap = snapshot(&mut tx, conv_id, user).await?;
-    // Clamped to the head the reader may see; max() keeps it monotonic (P8).
+    // Clamped to the head the reader may see; max() keeps it monotonic (P8). Only a move is a
+    // change for the sync feed.
     let target = seq.min(snap.head).max(0);
+    let change = tick(&mut tx).await?;
     let read_seq: i64 = sqlx::query_scalar(
-        "INSERT INTO read_marks (conv_id, user_id, read_seq, updated_at) VALUES ($1, $2, $3, $4)
+        "INSERT INTO read_marks (conv_id, user_id, read_seq, updated_at, change_seq)
+         VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (conv_id, user_id) DO UPDATE
            SET read_seq = max(read_marks.read_seq, excluded.read_seq),
                updated_at = CASE WHEN excluded.read_seq > read_marks.read_seq
-                                 THEN excluded.updated_at ELSE read_marks.updated_at END
+                                 THEN excluded.updated_at ELSE read_marks.updated_at END,
+               change_seq = CASE WHEN excluded.read_seq > read_marks.read_seq
+                                 THEN excluded.change_seq ELSE read_marks.change_seq END
          RETURNING read_seq",
     )
     .bind(conv_id.as_str())
     .bind(user.as_str())
     .bind(target)
     .bind(ts(now()))
+    .bind(change)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -3,7 +3,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use parley_domain::{ConvId, Event, EventKind, UserId};
 use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
+use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
 
 use super::Tx;
@@ -74,4 +74,15 @@ pub(super) async fn commit(tx: Tx) -> Result<(), StoreError> {
     tx.commit()
         .await
         .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+}
+
+/// Takes the next value of the change clock for this write transaction (see the schema): the
+/// stamp of every feed-visible row it changes. Only write transactions call it, and they run one
+/// at a time, so stamps are unique and commit in order.
+pub(super) async fn tick(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("UPDATE change_clock SET last = last + 1 WHERE id = 1 RETURNING last")
+            .fetch_one(&mut *conn)
+            .await?,
+    )
 }

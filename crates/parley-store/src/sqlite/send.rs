@@ -11,7 +11,7 @@ use parley_domain::{Event, EventKind, Rejection};
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::rows::{commit, now, parse_uuid, ts, uuid_text};
+use super::rows::{commit, now, parse_uuid, tick, ts, uuid_text};
 use super::SqliteStore;
 use crate::error::StoreError;
 use crate::types::{SendOutcome, SendRequest};
@@ -97,6 +97,7 @@ pub(super) async fn send(
     let message_id = Uuid::new_v4();
     let created_at = now();
     let at = ts(created_at);
+    let change = tick(&mut tx).await?;
     sqlx::query(
         "INSERT INTO events (conv_id, seq, kind, message_id, sender_user, sender_device,
                              client_msg_id, request_hash, body, created_at)
@@ -113,20 +114,24 @@ pub(super) async fn send(
     .bind(&at)
     .execute(&mut *tx)
     .await?;
-    sqlx::query("UPDATE conversations SET next_seq = $2 + 1 WHERE conv_id = $1")
+    sqlx::query("UPDATE conversations SET next_seq = $2 + 1, change_seq = $3 WHERE conv_id = $1")
         .bind(conv)
         .bind(seq)
+        .bind(change)
         .execute(&mut *tx)
         .await?;
     sqlx::query(
-        "INSERT INTO read_marks (conv_id, user_id, read_seq, updated_at) VALUES ($1, $2, $3, $4)
+        "INSERT INTO read_marks (conv_id, user_id, read_seq, updated_at, change_seq)
+         VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (conv_id, user_id) DO UPDATE
-           SET read_seq = max(read_marks.read_seq, excluded.read_seq), updated_at = excluded.updated_at",
+           SET read_seq = max(read_marks.read_seq, excluded.read_seq),
+               updated_at = excluded.updated_at, change_seq = excluded.change_seq",
     )
     .bind(conv)
     .bind(sender)
     .bind(seq)
     .bind(&at)
+    .bind(change)
     .execute(&mut *tx)
     .await?;
 

@@ -29,7 +29,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     }
     let sender = admin.device_client(&admin.create_device(&sender_id, "d1").await?);
     let receiver_token = admin.create_device(&receiver_id, "d1").await?;
-    let conversations = args.conversations.max(1);
+    let conversations = args.groups.max(1);
     let mut conv_ids = Vec::with_capacity(conversations);
     for c in 0..conversations {
         let conv_id = format!("bench-{tag}-{c}");
@@ -130,7 +130,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
         "messages": args.messages,
         "sends_acked": sent,
         "concurrency": args.concurrency,
-        "conversations": conversations,
+        "groups": conversations,
         "duration_s": elapsed.as_secs_f64(),
         "throughput_per_s": sent as f64 / elapsed.as_secs_f64(),
         "pushes_missing": lost,
