@@ -9,7 +9,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use parley_client::{
     Client, Delivery, Event, NewConversation, Realtime, RealtimeOptions, SyncState,
 };
-use parley_testkit::TestServer;
+use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
 /// Longest wait for one realtime delivery; generous for a loaded 2-core machine.
 const DELIVERY_WAIT_MS: u64 = 10_000;
@@ -72,9 +72,12 @@ async fn next_delivery(rt: &mut Realtime) -> Result<Delivery> {
         .context("the session ended")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_07_sync_feed_only_changed_sdk() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_07_sync_feed_only_changed_sdk
+);
+async fn check_07_sync_feed_only_changed_sdk(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let ben = server.user_with_device("ben").await;
     let convs: Vec<String> = (0..5).map(|i| format!("g-{i}")).collect();
@@ -193,9 +196,12 @@ async fn write_conversation(
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_07_offline_device_catches_up() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_07_offline_device_catches_up
+);
+async fn check_07_offline_device_catches_up(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let ana_tablet = server.device("ana", "tablet").await;
     let ben = server.user_with_device("ben").await;
@@ -297,9 +303,12 @@ async fn check_07_offline_device_catches_up() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_07_read_state_across_devices_sdk() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_07_read_state_across_devices_sdk
+);
+async fn check_07_read_state_across_devices_sdk(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let ana_tablet = server.device("ana", "tablet").await;
     let ben = server.user_with_device("ben").await;

@@ -14,6 +14,9 @@ use tokio_tungstenite::tungstenite::Message;
 use super::report::{micros_histogram, percentiles_ms};
 use super::BenchArgs;
 
+/// A pushed or sent message: its conversation and seq.
+type MsgKey = (String, i64);
+
 /// How long the receiver may trail the last ack before the run counts pushes as lost.
 const DRAIN_TIMEOUT_MS: u64 = 10_000;
 
@@ -52,7 +55,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     let (mut ws, _) = tokio_tungstenite::connect_async(req)
         .await
         .context("receiver WebSocket")?;
-    let pushes: Arc<Mutex<HashMap<(String, i64), Instant>>> = Arc::default();
+    let pushes: Arc<Mutex<HashMap<MsgKey, Instant>>> = Arc::default();
     let recorder = {
         let pushes = pushes.clone();
         tokio::spawn(async move {
@@ -75,7 +78,8 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let limit = Arc::new(Semaphore::new(args.concurrency.max(1)));
-    let sends: Arc<Mutex<Vec<((String, i64), Instant, Instant)>>> = Arc::default();
+    // Each acked send: its key, when it was sent and when its ack arrived.
+    let sends: Arc<Mutex<Vec<(MsgKey, Instant, Instant)>>> = Arc::default();
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.messages);
     for i in 0..args.messages {
