@@ -20,6 +20,13 @@ impl LocalBus {
         let (tx, _) = broadcast::channel(LOCAL_BUS_QUEUE_LEN_MAX);
         Self { tx }
     }
+
+    /// Delivers an announcement made elsewhere (e.g. by another gateway, without payload) to this
+    /// node's subscribers, so a bus between nodes can reuse the in-process fanout.
+    pub fn publish(&self, announcement: Announcement) {
+        // No subscriber is not an error: nobody is online.
+        let _ = self.tx.send(announcement);
+    }
 }
 
 impl Default for LocalBus {
@@ -30,13 +37,11 @@ impl Default for LocalBus {
 
 impl EventBus for LocalBus {
     fn announce(&self, event: Arc<Event>) {
-        let a = Announcement {
+        self.publish(Announcement {
             conv_id: event.conv_id.clone(),
             head: event.seq,
             event: Some(event),
-        };
-        // No subscriber is not an error: nobody is online.
-        let _ = self.tx.send(a);
+        });
     }
 
     fn subscribe(&self) -> Subscription {

@@ -13,9 +13,9 @@ use parley_domain::{
 };
 use parley_store::token::hash_token;
 use parley_store::{
-    CreatedConversation, DeviceIdentity, EventsQuery, MemberSnapshot, MembershipChange,
-    NewConversation, PurgeReport, RecallOutcome, Route, SendOutcome, SendRequest, Store,
-    StoreError, User,
+    ConversationFeed, CreatedConversation, DeviceIdentity, EventsQuery, MemberSnapshot,
+    MembershipChange, NewConversation, PurgeReport, RecallOutcome, Route, SendOutcome, SendRequest,
+    Store, StoreError, User,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -122,9 +122,16 @@ impl Store for FakeStore {
         self.touch();
         Err(refused())
     }
-    async fn list_conversations(&self, _: &UserId) -> Result<Vec<ConversationView>, StoreError> {
+    async fn list_conversations(
+        &self,
+        _: &UserId,
+        _: Option<&str>,
+    ) -> Result<ConversationFeed, StoreError> {
         self.touch();
-        Ok(Vec::new())
+        Ok(ConversationFeed {
+            conversations: Vec::new(),
+            sync_token: "x1".into(),
+        })
     }
     async fn add_member(
         &self,

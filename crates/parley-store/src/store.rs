@@ -47,11 +47,14 @@ pub trait Store: Send + Sync + 'static {
         conv_id: &ConvId,
         viewer: &UserId,
     ) -> Result<ConversationView, StoreError>;
-    /// Every conversation in which `viewer` ever had a period.
+    /// The conversations in which `viewer` ever had a period that changed since the sync token
+    /// `since` (all of them without one), and the token for the next call. A bad token is
+    /// `BadRequest`.
     async fn list_conversations(
         &self,
         viewer: &UserId,
-    ) -> Result<Vec<ConversationView>, StoreError>;
+        since: Option<&str>,
+    ) -> Result<ConversationFeed, StoreError>;
     async fn add_member(
         &self,
         conv_id: &ConvId,

@@ -164,3 +164,11 @@ pub struct PurgeReport {
     /// conversations were due than one call takes.
     pub more: bool,
 }
+
+/// The answer of the sync feed: the changed conversations and the token of the next call.
+#[derive(Debug, Clone)]
+pub struct ConversationFeed {
+    pub conversations: Vec<parley_domain::ConversationView>,
+    /// Opaque; pass it back as `since` to get only what changed after this answer.
+    pub sync_token: String,
+}

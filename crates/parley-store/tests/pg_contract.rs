@@ -191,3 +191,28 @@ async fn check_11_purge_never_waits_for_a_busy_conversation() -> Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn check_07_through_seq_skips_invisible() -> Result<()> {
+    contract::through_seq_skips_invisible(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_07_sync_feed_only_changed() -> Result<()> {
+    contract::sync_feed_only_changed(&*store().await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_09_read_monotonic() -> Result<()> {
+    contract::read_monotonic(store().await).await
+}
+
+#[tokio::test]
+async fn check_09_unread_respects_membership() -> Result<()> {
+    contract::unread_respects_membership(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_09_own_send_advances_read() -> Result<()> {
+    contract::own_send_advances_read(&*store().await).await
+}

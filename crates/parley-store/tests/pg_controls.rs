@@ -116,8 +116,8 @@ async fn check_04_history_uses_pk() -> Result<()> {
     .execute(pool)
     .await?;
     sqlx::query(
-        "INSERT INTO events (conv_id, seq, kind, message_id, sender_user, client_msg_id, request_hash, body)
-         SELECT 'c-' || c, s, 'msg', gen_random_uuid(), 'u-' || (s % 7), 'm-' || s, 'h', repeat('x', 40)
+        "INSERT INTO events (conv_id, seq, kind, message_id, sender_user, client_msg_id, request_hash, body, msg_ordinal)
+         SELECT 'c-' || c, s, 'msg', gen_random_uuid(), 'u-' || (s % 7), 'm-' || s, 'h', repeat('x', 40), s
          FROM generate_series(1, $1) AS c, generate_series(1, $2) AS s",
     )
     .bind(PLAN_CONVERSATIONS)

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use parley_bus::LocalBus;
+use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
 use parley_server::config::generated_gateway_id;
 use parley_server::{AppState, ServerConfig};
-use parley_store::pg::PgStore;
+use parley_store::pg::{CancellationToken, PgBus, PgStore};
 use parley_store::Store;
 use tokio::net::TcpListener;
 
@@ -25,10 +25,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     };
     let config = server_config(&args)?;
-    if args.bus != BusKind::Local {
+    if args.bus == BusKind::Nats {
         bail!(
-            "--bus {:?} is not available yet; only --bus local (one node) is",
-            args.bus
+            "--bus nats is not available yet; use --bus local (one node) or --bus postgres \
+             (a few nodes on one database)"
         );
     }
     let ignored = not_yet_in_effect(&args);
@@ -46,7 +46,23 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!("schema is up to date");
     }
 
-    let state = AppState::new(Arc::new(store), Arc::new(LocalBus::new()), config);
+    let bus_stop = CancellationToken::new();
+    let pg_bus = match args.bus {
+        BusKind::Postgres => {
+            let gateway_id = config.gateway_id.clone();
+            let bus = PgBus::start(store.pool().clone(), gateway_id, bus_stop.clone())
+                .await
+                .context("cannot start the postgres event bus")?;
+            Some(bus)
+        }
+        BusKind::Local | BusKind::Nats => None,
+    };
+    let bus: Arc<dyn EventBus> = match &pg_bus {
+        Some(pg_bus) => Arc::new(pg_bus.clone()),
+        None => Arc::new(LocalBus::new()),
+    };
+
+    let state = AppState::new(Arc::new(store), bus, config);
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -55,6 +71,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     parley_server::run(listener, state, shutdown_signal())
         .await
         .context("server failed")?;
+    // Lets the bus send the announcements still queued before the process exits.
+    bus_stop.cancel();
+    if let Some(pg_bus) = pg_bus {
+        pg_bus.stopped().await;
+    }
     tracing::info!("parley stopped");
     Ok(())
 }

@@ -19,11 +19,6 @@ use crate::query::{self, QueryPairs};
 use crate::service;
 use crate::state::AppState;
 
-/// The sync token of a list answer. Every list answer is currently complete (the `since` token
-/// is accepted and ignored), so the token marks no position yet; clients store it and send it
-/// back unchanged, which keeps them compatible once lists become incremental.
-const FULL_LIST_SYNC_TOKEN: &str = "full";
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversationRequest {
@@ -122,17 +117,21 @@ pub struct ConversationList {
     sync_token: String,
 }
 
-/// `GET /v1/conversations[?since=…]`: every conversation the caller ever belonged to.
+/// `GET /v1/conversations[?since=<token>]`: the caller's conversations that changed since the
+/// token (all of them without one), and the token for the next call (SPEC §5, sync feed).
 pub async fn list(
     State(state): State<AppState>,
     Device(identity): Device,
     query: QueryPairs,
 ) -> Result<Json<ConversationList>, ApiError> {
-    let _since = query::list_since(&query.into_inner()?)?;
-    let conversations = state.store().list_conversations(&identity.user_id).await?;
+    let since = query::list_since(&query.into_inner()?)?;
+    let feed = state
+        .store()
+        .list_conversations(&identity.user_id, since.as_deref())
+        .await?;
     Ok(Json(ConversationList {
-        conversations,
-        sync_token: FULL_LIST_SYNC_TOKEN.to_owned(),
+        conversations: feed.conversations,
+        sync_token: feed.sync_token,
     }))
 }
 

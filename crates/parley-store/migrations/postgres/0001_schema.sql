@@ -33,6 +33,11 @@ CREATE TABLE conversations (
     retention_ms     bigint,
     -- Derived, maintained in the same transaction as every join and leave.
     member_count     integer NOT NULL DEFAULT 0 CHECK (member_count >= 0),
+    -- Derived: msg events ever written (the msg_ordinal of the head), same transaction as each.
+    msg_count        bigint NOT NULL DEFAULT 0 CHECK (msg_count >= 0),
+    -- The transaction that last changed what a member's feed shows of this conversation (an
+    -- event, a min_seq move, a role change). Sync tokens are snapshot horizons over these ids.
+    change_xid       xid8 NOT NULL DEFAULT pg_current_xact_id(),
     created_at       timestamptz NOT NULL DEFAULT now(),
     CHECK (min_seq <= next_seq)
 );
@@ -65,8 +70,13 @@ CREATE TABLE events (
     target_seq    bigint,
     created_at    timestamptz NOT NULL DEFAULT now(),
     recalled_at   timestamptz,
+    -- Derived: msg events of the conversation up to and including this seq. Unread counts are
+    -- differences of two ordinals, so their cost does not grow with the backlog.
+    msg_ordinal   bigint NOT NULL,
     PRIMARY KEY (conv_id, seq)
 );
+-- Recalled messages are few; unread counts subtract those inside a range with this index.
+CREATE INDEX events_recalled_msgs ON events (conv_id, seq) WHERE recalled_at IS NOT NULL AND kind = 'msg';
 -- P2: the last guard of the request key. The send path checks the key under the conversation
 -- lock first, so a violation reaching a client is a bug.
 CREATE UNIQUE INDEX events_request_key ON events (conv_id, sender_user, client_msg_id)
@@ -90,8 +100,12 @@ CREATE TABLE read_marks (
     user_id    text NOT NULL,
     read_seq   bigint NOT NULL DEFAULT 0,
     updated_at timestamptz NOT NULL DEFAULT now(),
+    -- The transaction that last moved this read position (see conversations.change_xid).
+    change_xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
     PRIMARY KEY (conv_id, user_id)
 );
+-- The sync feed finds a user's moved read positions by one index range.
+CREATE INDEX read_marks_by_user ON read_marks (user_id, change_xid);
 
 CREATE TABLE gateways (
     gateway_id  text PRIMARY KEY,

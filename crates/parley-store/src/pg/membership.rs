@@ -112,8 +112,8 @@ pub(super) async fn create_conversation(
         .collect();
     sqlx::query(
         "WITH ev AS (
-           INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at)
-           SELECT $1, s, 'join', $2, u, $5 FROM UNNEST($3::text[], $4::bigint[]) AS t(u, s)
+           INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at, msg_ordinal)
+           SELECT $1, s, 'join', $2, u, $5, 0 FROM UNNEST($3::text[], $4::bigint[]) AS t(u, s)
          )
          INSERT INTO membership_periods (conv_id, user_id, from_seq, role)
          SELECT $1, u, s, r FROM UNNEST($3::text[], $4::bigint[], $6::text[]) AS t(u, s, r)",
@@ -155,6 +155,8 @@ struct Locked {
     kind: ConvKind,
     next_seq: i64,
     member_count: i64,
+    /// msg events so far: the msg_ordinal of a membership event written now.
+    msg_count: i64,
     /// Member count at which this push group becomes pull, if it may switch.
     pull_threshold: Option<i64>,
     actor_role: Role,
@@ -168,7 +170,7 @@ async fn lock_for_actor(
     actor: &UserId,
 ) -> Result<Locked, StoreError> {
     let row = sqlx::query(
-        "SELECT kind, next_seq, member_count, delivery_mode, pull_threshold
+        "SELECT kind, next_seq, member_count, msg_count, delivery_mode, pull_threshold
          FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE",
     )
     .bind(conv_id.as_str())
@@ -187,6 +189,7 @@ async fn lock_for_actor(
         kind: ConvKind::parse(&kind).unwrap_or(ConvKind::Group),
         next_seq: row.try_get("next_seq")?,
         member_count: i64::from(row.try_get::<i32, _>("member_count")?),
+        msg_count: row.try_get("msg_count")?,
         pull_threshold: threshold.filter(|_| mode == "push").map(i64::from),
         actor_role: role,
     })
@@ -236,14 +239,15 @@ pub(super) async fn add_member(
     let switch_to_pull = locked.pull_threshold.is_some_and(|t| members_after >= t);
     let at: DateTime<Utc> = sqlx::query_scalar(
         "WITH ev AS (
-           INSERT INTO events (conv_id, seq, kind, sender_user, subject_user)
-           VALUES ($1, $2, 'join', $3, $4) RETURNING created_at
+           INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, msg_ordinal)
+           VALUES ($1, $2, 'join', $3, $4, $6) RETURNING created_at
          ), period AS (
            INSERT INTO membership_periods (conv_id, user_id, from_seq, role) VALUES ($1, $4, $2, 'member')
          ), counter AS (
            UPDATE conversations
               SET next_seq = $2 + 1, member_count = member_count + 1,
-                  delivery_mode = CASE WHEN $5 THEN 'pull' ELSE delivery_mode END
+                  delivery_mode = CASE WHEN $5 THEN 'pull' ELSE delivery_mode END,
+                  change_xid = pg_current_xact_id()
             WHERE conv_id = $1
          )
          SELECT created_at FROM ev",
@@ -253,6 +257,7 @@ pub(super) async fn add_member(
     .bind(actor.as_str())
     .bind(target.as_str())
     .bind(switch_to_pull)
+    .bind(locked.msg_count)
     .fetch_one(&mut *tx)
     .await?;
     commit(tx).await?;
@@ -286,13 +291,15 @@ pub(super) async fn remove_member(
     // The leave seq closes the period, so the leaver sees their own leave event and nothing after.
     let at: DateTime<Utc> = sqlx::query_scalar(
         "WITH ev AS (
-           INSERT INTO events (conv_id, seq, kind, sender_user, subject_user)
-           VALUES ($1, $2, 'leave', $3, $4) RETURNING created_at
+           INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, msg_ordinal)
+           VALUES ($1, $2, 'leave', $3, $4, $5) RETURNING created_at
          ), period AS (
            UPDATE membership_periods SET to_seq = $2
             WHERE conv_id = $1 AND user_id = $4 AND to_seq IS NULL
          ), counter AS (
-           UPDATE conversations SET next_seq = $2 + 1, member_count = member_count - 1 WHERE conv_id = $1
+           UPDATE conversations
+              SET next_seq = $2 + 1, member_count = member_count - 1, change_xid = pg_current_xact_id()
+            WHERE conv_id = $1
          )
          SELECT created_at FROM ev",
     )
@@ -300,6 +307,7 @@ pub(super) async fn remove_member(
     .bind(seq)
     .bind(actor.as_str())
     .bind(target.as_str())
+    .bind(locked.msg_count)
     .fetch_one(&mut *tx)
     .await?;
     if target_role == Role::Owner {
@@ -374,6 +382,11 @@ pub(super) async fn set_role(
         .bind(conv_id.as_str())
         .bind(target.as_str())
         .bind(role.as_str())
+        .execute(&mut *tx)
+        .await?;
+    // Roles show in the members list of the feed, so the conversation counts as changed.
+    sqlx::query("UPDATE conversations SET change_xid = pg_current_xact_id() WHERE conv_id = $1")
+        .bind(conv_id.as_str())
         .execute(&mut *tx)
         .await?;
     commit(tx).await?;

@@ -6,6 +6,11 @@
 //! `head` and the reader's periods come from one snapshot.
 
 mod admin;
+pub mod bus;
+pub use bus::{PgBus, PgBusStats};
+/// Re-exported so a caller of [`PgBus::start`] needs no tokio-util dependency of its own and
+/// always passes the type the bus expects.
+pub use tokio_util::sync::CancellationToken;
 mod membership;
 mod read;
 mod realtime;
@@ -14,6 +19,7 @@ mod retention;
 pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
+mod views;
 
 use std::time::Duration;
 
@@ -116,8 +122,9 @@ impl Store for PgStore {
     async fn list_conversations(
         &self,
         viewer: &UserId,
-    ) -> Result<Vec<ConversationView>, StoreError> {
-        read::list_conversations(&self.pool, viewer).await
+        since: Option<&str>,
+    ) -> Result<ConversationFeed, StoreError> {
+        read::list_conversations(&self.pool, viewer, since).await
     }
 
     async fn add_member(

@@ -5,30 +5,22 @@
 //! of a conversation that does not exist (P10).
 
 use parley_domain::membership::visible_ranges;
-use parley_domain::{
-    ConvId, ConvKind, ConversationView, DeliveryMode, Event, EventsPage, MemberView, Period,
-    Rejection, Role, UserId,
-};
+use parley_domain::{ConvId, ConversationView, Event, EventsPage, Period, Rejection, UserId};
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::rows::event_from_row;
+use super::views;
 use crate::error::StoreError;
-use crate::types::EventsQuery;
+use crate::types::{ConversationFeed, EventsQuery};
 
 /// The conversation row and the reader's periods, read in one snapshot.
 struct Snapshot {
-    kind: ConvKind,
-    title: Option<String>,
-    delivery_mode: DeliveryMode,
     min_seq: i64,
     epoch: i64,
-    recall_window_ms: i64,
-    retention_ms: Option<i64>,
     periods: Vec<Period>,
     /// The head as this reader may see it: the log's head for a current member, the end of the
     /// last period for a former one (whose view stops there, P11).
     head: i64,
-    is_member: bool,
 }
 
 async fn begin_snapshot(
@@ -46,13 +38,10 @@ async fn snapshot(
     conv_id: &ConvId,
     viewer: &UserId,
 ) -> Result<Snapshot, StoreError> {
-    let row = sqlx::query(
-        "SELECT kind, title, delivery_mode, next_seq, min_seq, epoch, recall_window_ms, retention_ms
-         FROM conversations WHERE conv_id = $1",
-    )
-    .bind(conv_id.as_str())
-    .fetch_optional(&mut *conn)
-    .await?;
+    let row = sqlx::query("SELECT next_seq, min_seq, epoch FROM conversations WHERE conv_id = $1")
+        .bind(conv_id.as_str())
+        .fetch_optional(&mut *conn)
+        .await?;
     let Some(row) = row else {
         return Err(Rejection::NotMember.into());
     };
@@ -80,19 +69,11 @@ async fn snapshot(
     } else {
         periods.iter().filter_map(|p| p.to_seq).max().unwrap_or(0)
     };
-    let kind: String = row.try_get("kind")?;
-    let mode: String = row.try_get("delivery_mode")?;
     Ok(Snapshot {
-        kind: ConvKind::parse(&kind).unwrap_or(ConvKind::Group),
-        title: row.try_get("title")?,
-        delivery_mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Push),
         min_seq: row.try_get("min_seq")?,
         epoch: row.try_get("epoch")?,
-        recall_window_ms: row.try_get("recall_window_ms")?,
-        retention_ms: row.try_get("retention_ms")?,
         periods,
         head,
-        is_member,
     })
 }
 
@@ -203,107 +184,87 @@ pub(super) async fn events(
     Ok(page)
 }
 
-async fn view(
-    conn: &mut PgConnection,
-    conv_id: &ConvId,
-    viewer: &UserId,
-) -> Result<ConversationView, StoreError> {
-    let snap = snapshot(conn, conv_id, viewer).await?;
-    let read_seq: i64 =
-        sqlx::query_scalar("SELECT read_seq FROM read_marks WHERE conv_id = $1 AND user_id = $2")
-            .bind(conv_id.as_str())
-            .bind(viewer.as_str())
-            .fetch_optional(&mut *conn)
-            .await?
-            .unwrap_or(0);
-    let read_seq = read_seq.min(snap.head);
-
-    // Unread: visible msg events of others after read_seq, not recalled (SPEC §5).
-    let mut unread = 0i64;
-    for (lo, hi) in visible_ranges(&snap.periods, (read_seq + 1).max(snap.min_seq), snap.head) {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3
-               AND kind = 'msg' AND recalled_at IS NULL AND sender_user <> $4",
-        )
-        .bind(conv_id.as_str())
-        .bind(lo)
-        .bind(hi)
-        .bind(viewer.as_str())
-        .fetch_one(&mut *conn)
-        .await?;
-        unread += n;
-    }
-
-    let mut last_event = None;
-    if let Some(r) = visible_ranges(&snap.periods, snap.min_seq, snap.head).last() {
-        last_event = range(conn, conv_id, *r, true, 1).await?.into_iter().next();
-    }
-
-    let members = if snap.is_member {
-        let rows = sqlx::query(
-            "SELECT user_id, role FROM membership_periods WHERE conv_id = $1 AND to_seq IS NULL ORDER BY from_seq",
-        )
-        .bind(conv_id.as_str())
-        .fetch_all(&mut *conn)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let role: String = r.try_get("role")?;
-            out.push(MemberView {
-                user_id: UserId::from_trusted(r.try_get("user_id")?),
-                role: Role::parse(&role).unwrap_or(Role::Member),
-            });
-        }
-        Some(out)
-    } else {
-        None
-    };
-
-    Ok(ConversationView {
-        conv_id: conv_id.clone(),
-        kind: snap.kind,
-        title: snap.title,
-        delivery_mode: snap.delivery_mode,
-        head: snap.head,
-        min_seq: snap.min_seq,
-        epoch: snap.epoch,
-        read_seq,
-        unread,
-        members,
-        recall_window_ms: snap.recall_window_ms,
-        retention_ms: snap.retention_ms,
-        last_event,
-    })
-}
-
 pub(super) async fn get_conversation(
     pool: &PgPool,
     conv_id: &ConvId,
     viewer: &UserId,
 ) -> Result<ConversationView, StoreError> {
     let mut tx = begin_snapshot(pool).await?;
-    let v = view(&mut tx, conv_id, viewer).await?;
+    // NotMember for an unknown conversation and for a reader who never had a period (P10).
+    snapshot(&mut tx, conv_id, viewer).await?;
+    let ids = [conv_id.as_str().to_owned()];
+    let view = views::build(&mut tx, viewer, &ids, true)
+        .await?
+        .into_iter()
+        .next();
     tx.commit().await?;
-    Ok(v)
+    view.ok_or_else(|| Rejection::NotMember.into())
 }
 
+/// Sync tokens are `s1.` and the text of the snapshot the answer was read in
+/// (`xmin:xmax:xip,…`).
+const SYNC_TOKEN_PREFIX: &str = "s1.";
+/// Longest accepted sync token: a snapshot lists the transactions running when it was taken.
+const SYNC_TOKEN_BYTES_MAX: usize = 16 * 1024;
+
+fn parse_sync_token(token: &str) -> Result<String, StoreError> {
+    let bad = || StoreError::from(Rejection::BadRequest("invalid sync token".into()));
+    if token.len() > SYNC_TOKEN_BYTES_MAX {
+        return Err(bad());
+    }
+    let snapshot = token.strip_prefix(SYNC_TOKEN_PREFIX).ok_or_else(bad)?;
+    let mut parts = snapshot.splitn(3, ':');
+    let number = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    let (Some(xmin), Some(xmax), Some(xip)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    if !number(xmin) || !number(xmax) || !(xip.is_empty() || xip.split(',').all(number)) {
+        return Err(bad());
+    }
+    Ok(snapshot.to_owned())
+}
+
+/// The feed of SPEC §5: the conversations that changed for `viewer` since `since`.
+///
+/// Every write to a conversation stamps `conversations.change_xid` with its transaction id, and
+/// every move of a read position stamps `read_marks.change_xid`. The token is the snapshot the
+/// previous answer was read in: a change whose transaction was visible in that snapshot is in
+/// that answer already; any other change is new. So nothing is missed (a transaction still
+/// running then is not visible in it) and nothing unchanged is sent again. The call reads the
+/// user's memberships by one index range and probes each conversation's row by primary key,
+/// plus one index range over the user's read marks.
 pub(super) async fn list_conversations(
     pool: &PgPool,
     viewer: &UserId,
-) -> Result<Vec<ConversationView>, StoreError> {
+    since: Option<&str>,
+) -> Result<ConversationFeed, StoreError> {
+    let since = since.map(parse_sync_token).transpose()?;
     let mut tx = begin_snapshot(pool).await?;
+    let snapshot: String = sqlx::query_scalar("SELECT pg_current_snapshot()::text")
+        .fetch_one(&mut *tx)
+        .await?;
     let ids: Vec<String> = sqlx::query_scalar(
-        "SELECT DISTINCT conv_id FROM membership_periods WHERE user_id = $1 ORDER BY conv_id",
+        "SELECT DISTINCT m.conv_id FROM membership_periods m
+           JOIN conversations c ON c.conv_id = m.conv_id
+          WHERE m.user_id = $1
+            AND ($2::text IS NULL OR NOT pg_visible_in_snapshot(c.change_xid, $2::text::pg_snapshot))
+         UNION
+         SELECT r.conv_id FROM read_marks r
+          WHERE r.user_id = $1 AND $2::text IS NOT NULL
+            AND r.change_xid >= pg_snapshot_xmin($2::text::pg_snapshot)
+            AND NOT pg_visible_in_snapshot(r.change_xid, $2::text::pg_snapshot)
+         ORDER BY 1",
     )
     .bind(viewer.as_str())
+    .bind(since.as_deref())
     .fetch_all(&mut *tx)
     .await?;
-    let mut out = Vec::with_capacity(ids.len());
-    for id in ids {
-        out.push(view(&mut tx, &ConvId::from_trusted(id), viewer).await?);
-    }
+    let conversations = views::build(&mut tx, viewer, &ids, false).await?;
     tx.commit().await?;
-    Ok(out)
+    Ok(ConversationFeed {
+        conversations,
+        sync_token: format!("{SYNC_TOKEN_PREFIX}{snapshot}"),
+    })
 }
 
 pub(super) async fn log_range(
@@ -341,7 +302,10 @@ pub(super) async fn mark_read(
         "INSERT INTO read_marks (conv_id, user_id, read_seq) VALUES ($1, $2, $3)
          ON CONFLICT (conv_id, user_id) DO UPDATE
            SET read_seq = GREATEST(read_marks.read_seq, EXCLUDED.read_seq),
-               updated_at = CASE WHEN EXCLUDED.read_seq > read_marks.read_seq THEN now() ELSE read_marks.updated_at END
+               updated_at = CASE WHEN EXCLUDED.read_seq > read_marks.read_seq
+                                 THEN now() ELSE read_marks.updated_at END,
+               change_xid = CASE WHEN EXCLUDED.read_seq > read_marks.read_seq
+                                 THEN pg_current_xact_id() ELSE read_marks.change_xid END
          RETURNING read_seq",
     )
     .bind(conv_id.as_str())

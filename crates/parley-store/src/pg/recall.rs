@@ -22,7 +22,8 @@ pub(super) async fn recall(
     let conv = conv_id.as_str();
     let mut tx = pool.begin().await?;
     let locked = sqlx::query(
-        "SELECT next_seq, recall_window_ms FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE",
+        "SELECT next_seq, msg_count, recall_window_ms FROM conversations
+          WHERE conv_id = $1 FOR NO KEY UPDATE",
     )
     .bind(conv)
     .fetch_optional(&mut *tx)
@@ -33,6 +34,8 @@ pub(super) async fn recall(
     };
     let seq: i64 = locked.try_get("next_seq")?;
     let window_ms: i64 = locked.try_get("recall_window_ms")?;
+    // A recall is no msg: it carries the msg count so far as its ordinal (see `views`).
+    let msg_ordinal: i64 = locked.try_get("msg_count")?;
 
     let rows = sqlx::query(
         "SELECT from_seq, to_seq FROM membership_periods WHERE conv_id = $1 AND user_id = $2",
@@ -100,15 +103,17 @@ pub(super) async fn recall(
     }
 
     // The recall event, the erased body and the counter in one statement. The request hash
-    // stays, so an identical retry of the original send is still `dup` (SPEC §4, step 3).
+    // stays, so an identical retry of the original send is still `dup` (SPEC §4, step 3). The
+    // conversation counts as changed for the sync feed.
     let at: DateTime<Utc> = sqlx::query_scalar(
         "WITH ev AS (
-           INSERT INTO events (conv_id, seq, kind, sender_user, target_seq)
-           VALUES ($1, $2, 'recall', $3, $4) RETURNING created_at
+           INSERT INTO events (conv_id, seq, kind, sender_user, target_seq, msg_ordinal)
+           VALUES ($1, $2, 'recall', $3, $4, $5) RETURNING created_at
          ), erase AS (
            UPDATE events SET body = NULL, recalled_at = now() WHERE conv_id = $1 AND seq = $4
          ), counter AS (
-           UPDATE conversations SET next_seq = $2 + 1 WHERE conv_id = $1
+           UPDATE conversations SET next_seq = $2 + 1, change_xid = pg_current_xact_id()
+            WHERE conv_id = $1
          )
          SELECT created_at FROM ev",
     )
@@ -116,6 +121,7 @@ pub(super) async fn recall(
     .bind(seq)
     .bind(actor.as_str())
     .bind(target_seq)
+    .bind(msg_ordinal)
     .fetch_one(&mut *tx)
     .await?;
     commit(tx).await?;

@@ -124,9 +124,9 @@ async fn cut_one(
         return Ok(Cut::Nothing);
     };
 
-    // Delete, keep the request keys, raise min_seq: one statement, one transaction. A key can
-    // only meet an older tombstone of its own if that one expired and was reused, so the newer
-    // answer wins.
+    // Delete, keep the request keys, raise min_seq: one statement, one transaction. A moved
+    // min_seq is a change the sync feed reports. A key can only meet an older tombstone of its
+    // own if that one expired and was reused, so the newer answer wins.
     let counts = sqlx::query(
         "WITH gone AS (
            DELETE FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3
@@ -142,7 +142,9 @@ async fn cut_one(
                   message_id = EXCLUDED.message_id, purged_at = EXCLUDED.purged_at
            RETURNING 1
          ), counter AS (
-           UPDATE conversations SET min_seq = LEAST($3 + 1, next_seq) WHERE conv_id = $1
+           UPDATE conversations
+              SET min_seq = LEAST($3 + 1, next_seq), change_xid = pg_current_xact_id()
+            WHERE conv_id = $1
          )
          SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT count(*) FROM tomb) AS tombstones",
     )

@@ -29,15 +29,17 @@ pub(super) async fn send(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome
     let mut tx = pool.begin().await?;
 
     // 1. The conversation's row lock; an unknown conversation answers like a non-member (P10).
-    let locked =
-        sqlx::query("SELECT next_seq FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE")
-            .bind(conv)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let locked = sqlx::query(
+        "SELECT next_seq, msg_count FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE",
+    )
+    .bind(conv)
+    .fetch_optional(&mut *tx)
+    .await?;
     let Some(locked) = locked else {
         return Err(Rejection::NotMember.into());
     };
     let seq: i64 = locked.try_get("next_seq")?;
+    let msg_ordinal: i64 = locked.try_get::<i64, _>("msg_count")? + 1;
 
     // 2–4. Request key in the log, in the tombstones, and the sender's open period: one round trip.
     let found = sqlx::query(
@@ -96,15 +98,18 @@ pub(super) async fn send(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome
     let inserted = sqlx::query(
         "WITH ins AS (
            INSERT INTO events (conv_id, seq, kind, message_id, sender_user, sender_device,
-                               client_msg_id, request_hash, body)
-           VALUES ($1, $2, 'msg', $3, $4, $5, $6, $7, $8)
+                               client_msg_id, request_hash, body, msg_ordinal)
+           VALUES ($1, $2, 'msg', $3, $4, $5, $6, $7, $8, $9)
            RETURNING created_at
          ), counter AS (
-           UPDATE conversations SET next_seq = $2 + 1 WHERE conv_id = $1
+           UPDATE conversations
+              SET next_seq = $2 + 1, msg_count = $9, change_xid = pg_current_xact_id()
+            WHERE conv_id = $1
          ), mark AS (
            INSERT INTO read_marks (conv_id, user_id, read_seq) VALUES ($1, $4, $2)
            ON CONFLICT (conv_id, user_id) DO UPDATE
-             SET read_seq = GREATEST(read_marks.read_seq, EXCLUDED.read_seq), updated_at = now()
+             SET read_seq = GREATEST(read_marks.read_seq, EXCLUDED.read_seq), updated_at = now(),
+                 change_xid = pg_current_xact_id()
          )
          SELECT created_at FROM ins",
     )
@@ -116,6 +121,7 @@ pub(super) async fn send(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome
     .bind(key)
     .bind(req.request_hash.as_str())
     .bind(req.body.as_str())
+    .bind(msg_ordinal)
     .fetch_one(&mut *tx)
     .await?;
     let created_at: DateTime<Utc> = inserted.try_get("created_at")?;

@@ -344,6 +344,299 @@ pub async fn history_pages(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
+/// Events-after advances the cursor over ranges the reader cannot see: ben leaves at 4, misses
+/// 5..=7, rejoins at 8; from cursor 4 he gets 8 and 9 with through_seq 9, and with a page of
+/// one, 8 with through_seq 8. A former member's view ends at their leave.
+pub async fn through_seq_skips_invisible(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-t"), &[&ben]))
+        .await?
+        .conv_id;
+    send(store, &conv, &ana, "m-3", "x").await?; // 3
+    store.remove_member(&conv, &ben, &ben).await?; // 4
+    for i in 5..=6 {
+        send(store, &conv, &ana, &format!("m-{i}"), "x").await?;
+    }
+    let away = store
+        .events(
+            &conv,
+            &ben,
+            EventsQuery::After {
+                after: 4,
+                epoch: None,
+            },
+            50,
+        )
+        .await?;
+    ensure!(
+        away.events.is_empty() && away.through_seq == 4 && away.head == 4,
+        "former member: {away:?}"
+    );
+    store.add_member(&conv, &ana, &ben).await?; // 7
+    send(store, &conv, &ana, "m-8", "x").await?; // 8
+    let page = store
+        .events(
+            &conv,
+            &ben,
+            EventsQuery::After {
+                after: 4,
+                epoch: None,
+            },
+            50,
+        )
+        .await?;
+    let seqs: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        seqs == vec![7, 8] && page.through_seq == 8 && page.head == 8,
+        "after rejoin: {seqs:?} {page:?}"
+    );
+    let one = store
+        .events(
+            &conv,
+            &ben,
+            EventsQuery::After {
+                after: 4,
+                epoch: None,
+            },
+            1,
+        )
+        .await?;
+    let seqs: Vec<i64> = one.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        seqs == vec![7] && one.through_seq == 7,
+        "page of one: {seqs:?} through {}",
+        one.through_seq
+    );
+    // A cursor inside the invisible range is as good as one before it.
+    let mid = store
+        .events(
+            &conv,
+            &ben,
+            EventsQuery::After {
+                after: 5,
+                epoch: None,
+            },
+            50,
+        )
+        .await?;
+    ensure!(
+        mid.events.len() == 2 && mid.through_seq == 8,
+        "cursor in the gap: {mid:?}"
+    );
+    Ok(())
+}
+
+/// The feed returns only what changed for the user since the token: a new event, a moved read
+/// position, a membership change; then nothing.
+pub async fn sync_feed_only_changed(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let cai = user(store, "u-cai").await?;
+    let mut convs = Vec::new();
+    for i in 1..=5 {
+        let c = store
+            .create_conversation(&new_conv(
+                &ben,
+                ConvKind::Group,
+                Some(&format!("c-{i}")),
+                &[&ana],
+            ))
+            .await?;
+        convs.push(c.conv_id);
+    }
+    let all = store.list_conversations(&ana, None).await?;
+    ensure!(
+        all.conversations.len() == 5,
+        "first feed: {}",
+        all.conversations.len()
+    );
+    let t1 = all.sync_token;
+    let same = store.list_conversations(&ana, Some(&t1)).await?;
+    ensure!(
+        same.conversations.is_empty(),
+        "unchanged feed: {:?}",
+        ids(&same.conversations)
+    );
+
+    send(store, &convs[1], &ben, "m-1", "new event").await?; // c-2: new event
+    store.mark_read(&convs[2], &ana, 2).await?; // c-3: ana's read position moves
+    store.add_member(&convs[3], &ben, &cai).await?; // c-4: membership change
+    let changed = store.list_conversations(&ana, Some(&t1)).await?;
+    ensure!(
+        ids(&changed.conversations) == vec!["c-2", "c-3", "c-4"],
+        "changed: {:?}",
+        ids(&changed.conversations)
+    );
+    let c2 = &changed.conversations[0];
+    ensure!(
+        c2.head == 3 && c2.unread == 1,
+        "c-2 view: head {} unread {}",
+        c2.head,
+        c2.unread
+    );
+    ensure!(changed.conversations[1].read_seq == 2, "c-3 read_seq");
+
+    let t2 = changed.sync_token;
+    let none = store.list_conversations(&ana, Some(&t2)).await?;
+    ensure!(
+        none.conversations.is_empty(),
+        "after t2: {:?}",
+        ids(&none.conversations)
+    );
+    // A read mark that does not move is no change.
+    store.mark_read(&convs[2], &ana, 1).await?;
+    let still = store.list_conversations(&ana, Some(&t2)).await?;
+    ensure!(
+        still.conversations.is_empty(),
+        "a mark that moved back changed the feed"
+    );
+    let bad = store.list_conversations(&ana, Some("garbage")).await;
+    ensure!(
+        matches!(bad, Err(StoreError::Rejected(Rejection::BadRequest(_)))),
+        "bad token: {bad:?}"
+    );
+    Ok(())
+}
+
+fn ids(views: &[parley_domain::ConversationView]) -> Vec<&str> {
+    views.iter().map(|v| v.conv_id.as_str()).collect()
+}
+
+/// Two devices marking read concurrently never move the position back: each device sees its
+/// answers only grow, and the end position is the largest asked for.
+pub async fn read_monotonic(store: Arc<dyn Store>) -> Result<()> {
+    let ana = user(&*store, "u-ana").await?;
+    let ben = user(&*store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ben, ConvKind::Group, Some("c-r"), &[&ana]))
+        .await?
+        .conv_id;
+    for i in 0..40 {
+        send(&*store, &conv, &ben, &format!("m-{i}"), "x").await?;
+    }
+    let head = 42i64;
+    let mut tasks = Vec::new();
+    for device in 0..2u64 {
+        let (store, conv, ana) = (store.clone(), conv.clone(), ana.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut last = 0i64;
+            let mut asked_max = 0i64;
+            // A simple deterministic scramble of the positions asked for.
+            for i in 0..100u64 {
+                let seq = ((i * 7919 + device * 104_729) % 45) as i64;
+                asked_max = asked_max.max(seq);
+                let got = store.mark_read(&conv, &ana, seq).await?;
+                ensure!(
+                    got >= last,
+                    "device {device} saw the position move back: {last} -> {got}"
+                );
+                ensure!(got >= seq.min(42), "answer {got} below the asked {seq}");
+                last = got;
+            }
+            anyhow::Ok(asked_max)
+        }));
+    }
+    let mut asked_max = 0;
+    for t in tasks {
+        asked_max = asked_max.max(t.await??);
+    }
+    let view = store.get_conversation(&conv, &ana).await?;
+    ensure!(
+        view.read_seq == asked_max.min(head),
+        "end position {} expected {}",
+        view.read_seq,
+        asked_max.min(head)
+    );
+    Ok(())
+}
+
+/// Unread counts msg events of others after read_seq inside the reader's periods: the gap of a
+/// rejoin is not counted.
+pub async fn unread_respects_membership(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-u"), &[&ben]))
+        .await?
+        .conv_id;
+    send(store, &conv, &ana, "m-1", "x").await?; // 3: visible to ben
+    send(store, &conv, &ana, "m-2", "x").await?; // 4: visible to ben
+    store.remove_member(&conv, &ana, &ben).await?; // 5: ben removed
+    for i in 0..5 {
+        send(store, &conv, &ana, &format!("gap-{i}"), "x").await?; // 6..=10: invisible
+    }
+    ensure!(
+        store.get_conversation(&conv, &ben).await?.unread == 2,
+        "former member's unread"
+    );
+    store.add_member(&conv, &ana, &ben).await?; // 11
+    send(store, &conv, &ana, "m-3", "x").await?; // 12: visible
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        view.unread == 3 && view.read_seq == 0,
+        "unread {} read_seq {}",
+        view.unread,
+        view.read_seq
+    );
+    store.mark_read(&conv, &ben, 4).await?;
+    ensure!(
+        store.get_conversation(&conv, &ben).await?.unread == 1,
+        "after reading up to 4"
+    );
+    // Membership events are not messages; own messages are never unread.
+    send(store, &conv, &ben, "b-1", "mine").await?; // 13: ben's own, moves his read to 13
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        view.unread == 0 && view.read_seq == 13,
+        "own send: unread {} read {}",
+        view.unread,
+        view.read_seq
+    );
+    Ok(())
+}
+
+/// A send moves the sender's read position to it in the same transaction.
+pub async fn own_send_advances_read(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Direct, None, &[&ben]))
+        .await?
+        .conv_id;
+    send(store, &conv, &ben, "b-1", "hi").await?; // 3
+    let before = store.get_conversation(&conv, &ana).await?;
+    ensure!(
+        before.unread == 1 && before.read_seq == 0,
+        "before: {} {}",
+        before.unread,
+        before.read_seq
+    );
+    let ack = send(store, &conv, &ana, "a-1", "hello").await?; // 4
+    let after = store.get_conversation(&conv, &ana).await?;
+    ensure!(
+        after.read_seq == ack.seq && after.unread == 0,
+        "after: read {} unread {}",
+        after.read_seq,
+        after.unread
+    );
+    let ben_view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        ben_view.read_seq == 3 && ben_view.unread == 1,
+        "ben: read {} unread {}",
+        ben_view.read_seq,
+        ben_view.unread
+    );
+    // A replay moves nothing and counts nothing twice.
+    send(store, &conv, &ana, "a-1", "hello").await?;
+    ensure!(
+        store.get_conversation(&conv, &ben).await?.unread == 1,
+        "replay counted"
+    );
+    Ok(())
+}
+
 /// Every event `who` can see, ascending, in full.
 pub async fn events_seen(store: &dyn Store, conv: &ConvId, who: &UserId) -> Result<Vec<Event>> {
     let page = store
@@ -597,8 +890,15 @@ pub async fn recall_erases_body(store: &dyn Store) -> Result<(ConvId, i64)> {
     let before = store.get_conversation(&conv, &ben).await?.unread;
     ensure!(before == 2, "ben's unread before the recall: {before}");
 
+    let token = store.list_conversations(&ben, None).await?.sync_token;
     let out = recall(store, &conv, &ana, m1.seq, Utc::now()).await?;
     let ev = out.event.clone().context("the recall wrote no event")?;
+    let feed = store.list_conversations(&ben, Some(&token)).await?;
+    ensure!(
+        feed.conversations.len() == 1 && feed.conversations[0].unread == 1,
+        "feed after the recall: {:?}",
+        feed.conversations
+    );
     ensure!(
         (out.seq, out.target_seq) == (5, 3)
             && ev.seq == 5
@@ -757,6 +1057,7 @@ pub async fn purge_advances_min_seq(store: &dyn Store) -> Result<()> {
     send(store, &conv, &ana, "m-12", "new").await?; // 14
                                                     // Everything before seq 13 is past retention at `now`; 13 and 14 are not.
     let now = past_retention_of(store, &conv, &ana, 13).await? - Duration::microseconds(1);
+    let token = store.list_conversations(&ben, None).await?.sync_token;
 
     let r1 = store.purge_batch(now, 5).await?;
     let want = PurgeReport {
@@ -789,6 +1090,17 @@ pub async fn purge_advances_min_seq(store: &dyn Store) -> Result<()> {
     ensure!(
         seqs.first() == Some(&6) && seqs.last() == Some(&14) && contiguous(&seqs),
         "P1 after round 1: {seqs:?}"
+    );
+    // A moved min_seq is a change of the sync feed (SPEC §5); the other conversation is not.
+    let feed = store.list_conversations(&ben, Some(&token)).await?;
+    let changed: Vec<(&str, i64)> = feed
+        .conversations
+        .iter()
+        .map(|v| (v.conv_id.as_str(), v.min_seq))
+        .collect();
+    ensure!(
+        changed == vec![("c-ret", 6)],
+        "feed after the purge: {changed:?}"
     );
 
     let r2 = store.purge_batch(now, 5).await?;

@@ -7,6 +7,7 @@
 
 mod push_latency;
 mod report;
+mod sync_feed;
 
 use std::path::PathBuf;
 
@@ -16,6 +17,8 @@ use clap::{Args, ValueEnum};
 pub enum Scenario {
     /// Commit-to-push latency: sends over HTTP, pushes over WebSocket.
     PushLatency,
+    /// The sync feed of a user with many conversations, and a 10,000-event catch-up.
+    SyncFeed,
 }
 
 #[derive(Args)]
@@ -34,6 +37,12 @@ pub struct BenchArgs {
     /// Sends in flight at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Conversations of the reading user (sync-feed).
+    #[arg(long, default_value_t = 1_000)]
+    pub conversations: usize,
+    /// Messages already in each conversation before measuring (sync-feed).
+    #[arg(long, default_value_t = 50)]
+    pub backlog: usize,
     /// Directory for report.json.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
@@ -42,5 +51,6 @@ pub struct BenchArgs {
 pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     match args.scenario {
         Scenario::PushLatency => push_latency::run(&args).await,
+        Scenario::SyncFeed => sync_feed::run(&args).await,
     }
 }
