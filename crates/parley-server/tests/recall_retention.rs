@@ -263,6 +263,7 @@ async fn check_11_retry_after_purge_hits_tombstone_http() -> Result<()> {
     let first = ana.send("c-ret", "m-1", "hello").await?; // 2
     wait_min_seq(&ana, "c-ret", 3).await?;
 
+    let first_id = first.message_id.to_string();
     let body = json!({"client_msg_id": "m-1", "body": "hello"});
     let r = call(
         &ana,
@@ -276,7 +277,7 @@ async fn check_11_retry_after_purge_hits_tombstone_http() -> Result<()> {
             && r.json["seq"] == 2
             && r.json["dup"] == true
             && r.json["purged"] == true
-            && r.json["message_id"] == first.message_id.to_string(),
+            && r.json["message_id"] == first_id.as_str(),
         "identical retry: {} {}",
         r.status,
         r.text
