@@ -116,17 +116,19 @@ impl Hints {
                     _ = tokio::time::sleep_until(deadline) => {}
                 },
             }
-            for (conn, conv_id, head) in self.take_due(Instant::now()) {
+            for (conn, conv_id, head) in self.take_due() {
                 conn.push(frames::hint(conv_id.as_str(), head));
             }
         }
     }
 
-    /// Ends every interval that is over at `now`: a pending head is answered with the hint to
-    /// send and a new interval; a slot with nothing pending is dropped.
-    fn take_due(&self, now: Instant) -> Vec<(Arc<ConnHandle>, ConvId, i64)> {
+    /// Ends every interval that is over: a pending head is answered with the hint to send and
+    /// a new interval; a slot with nothing pending is dropped.
+    fn take_due(&self) -> Vec<(Arc<ConnHandle>, ConvId, i64)> {
         let mut out = Vec::new();
         let mut guard = self.lock();
+        // Read under the lock like in `hint`, so new deadlines still enter the queue in order.
+        let now = Instant::now();
         let Inner { slots, due } = &mut *guard;
         // Each pass pops one entry and pushes at most one with a later deadline: bounded by the
         // queue's length.
