@@ -166,7 +166,7 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown(
             "{what}: unknown conversation answers depend on the caller"
         );
     }
-    // Endpoints of the contract that may not be routed yet still answer alike.
+    // The recall endpoint answers alike too, and is NOT_MEMBER.
     let recall_hidden = call(
         &uc,
         Method::POST,
@@ -181,6 +181,7 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown(
         None,
     )
     .await?;
+    expect_error(&recall_hidden, 404, code::NOT_MEMBER, "recall")?;
     ensure!(
         (recall_hidden.status, &recall_hidden.text)
             == (recall_missing.status, &recall_missing.text),

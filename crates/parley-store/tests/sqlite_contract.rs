@@ -5,9 +5,10 @@ mod contract;
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
+use sqlx::Connection;
 use tempfile::TempDir;
 
 /// A migrated store on a new file, and the directory that holds it (removed when dropped, so it
@@ -125,4 +126,72 @@ async fn check_09_unread_respects_membership() -> Result<()> {
 async fn check_09_own_send_advances_read() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::own_send_advances_read(&*store).await
+}
+
+#[tokio::test]
+async fn check_08_threshold_switches_to_pull() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::threshold_switches_to_pull(&*store).await
+}
+
+#[tokio::test]
+async fn check_08_member_cannot_remove_others() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::member_cannot_remove_others(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_recall_window() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::recall_window(&*store).await
+}
+
+/// Besides the contract, the stored row itself: no body, a recall time, the fingerprint kept.
+#[tokio::test]
+async fn check_11_recall_erases_body() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let sqlite = SqliteStore::open_dir(dir.path()).await?;
+    sqlite.migrate().await?;
+    let (conv, seq) = contract::recall_erases_body(&sqlite).await?;
+    let mut probe =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", sqlite.path().display()))
+            .await?;
+    let (body, recalled, hash): (Option<String>, bool, Option<String>) = sqlx::query_as(
+        "SELECT body, recalled_at IS NOT NULL, request_hash FROM events WHERE conv_id = $1 AND seq = $2",
+    )
+    .bind(conv.as_str())
+    .bind(seq)
+    .fetch_one(&mut probe)
+    .await?;
+    ensure!(
+        body.is_none(),
+        "the stored body survived the recall: {body:?}"
+    );
+    ensure!(recalled, "recalled_at is not set");
+    ensure!(hash.is_some(), "the request hash was erased too");
+    Ok(())
+}
+
+#[tokio::test]
+async fn check_11_recall_idempotent() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::recall_idempotent(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_purge_advances_min_seq() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::purge_advances_min_seq(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_retry_after_purge_hits_tombstone() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::retry_after_purge_hits_tombstone(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_tombstone_expiry() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::tombstone_expiry(&*store).await
 }

@@ -17,7 +17,7 @@ use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
 use tokio::net::TcpListener;
 
-use crate::cli::{BusKind, ServeArgs, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT};
+use crate::cli::{BusKind, ServeArgs, HINT_INTERVAL_MS_MAX};
 use crate::data_dir::{self, TokenSource};
 use crate::shutdown::shutdown_signal;
 
@@ -165,6 +165,12 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
     if args.pool_size == 0 {
         bail!("--pool-size must be at least 1");
     }
+    if args.purge_interval_ms == 0 || args.tombstone_ttl_ms == 0 {
+        bail!("--purge-interval-ms and --tombstone-ttl-ms must be at least 1");
+    }
+    if !(1..=HINT_INTERVAL_MS_MAX).contains(&args.hint_interval_ms) {
+        bail!("--hint-interval-ms must be between 1 and {HINT_INTERVAL_MS_MAX} (SPEC §8)");
+    }
     Ok(ServerConfig {
         limits: Limits {
             body_bytes_max: args.max_body_bytes,
@@ -177,6 +183,9 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
         // One id names this node in the gateways and routes tables.
         gateway_id: args.gateway_id.clone().unwrap_or_else(generated_gateway_id),
         idle_timeout_ms: args.idle_timeout_ms,
+        purge_interval_ms: args.purge_interval_ms,
+        tombstone_ttl_ms: args.tombstone_ttl_ms,
+        hint_interval_ms: args.hint_interval_ms,
         ..ServerConfig::default()
     })
 }
@@ -190,12 +199,6 @@ fn not_yet_in_effect(args: &ServeArgs) -> Vec<&'static str> {
     }
     if args.rate_limit_per_s.is_some() {
         ignored.push("--rate-limit-per-s");
-    }
-    if args.purge_interval_ms != PURGE_INTERVAL_MS_DEFAULT {
-        ignored.push("--purge-interval-ms");
-    }
-    if args.tombstone_ttl_ms != TOMBSTONE_TTL_MS_DEFAULT {
-        ignored.push("--tombstone-ttl-ms");
     }
     ignored
 }
@@ -235,6 +238,43 @@ mod tests {
         let again = resolve_admin_token(&args).expect("kept");
         assert_eq!(first, again);
         assert_eq!(first.len(), 64);
+    }
+
+    #[test]
+    fn retention_and_hint_settings_reach_the_server() {
+        let config = server_config(
+            &serve_args(&[
+                "--purge-interval-ms",
+                "500",
+                "--tombstone-ttl-ms",
+                "3600000",
+                "--hint-interval-ms",
+                "250",
+            ]),
+            "t0ken".to_owned(),
+        )
+        .expect("a valid configuration");
+        assert_eq!(
+            (
+                config.purge_interval_ms,
+                config.tombstone_ttl_ms,
+                config.hint_interval_ms
+            ),
+            (500, 3_600_000, 250)
+        );
+        for bad in [
+            ["--hint-interval-ms", "251"],
+            ["--hint-interval-ms", "0"],
+            ["--purge-interval-ms", "0"],
+        ] {
+            let args = serve_args(&[bad[0], bad[1]]);
+            assert!(
+                server_config(&args, "t0ken".to_owned()).is_err(),
+                "{bad:?} was accepted"
+            );
+        }
+        let args = serve_args(&["--purge-interval-ms", "5", "--tombstone-ttl-ms", "9"]);
+        assert!(not_yet_in_effect(&args).is_empty());
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub use tokio_util::sync::CancellationToken;
 mod membership;
 mod read;
 mod realtime;
+mod recall;
+mod retention;
 pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
@@ -22,6 +24,7 @@ mod views;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
@@ -164,6 +167,28 @@ impl Store for PgStore {
         limit: u32,
     ) -> Result<EventsPage, StoreError> {
         read::events(&self.pool, conv_id, viewer, query, limit).await
+    }
+
+    async fn recall(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target_seq: i64,
+        now: DateTime<Utc>,
+    ) -> Result<RecallOutcome, StoreError> {
+        recall::recall(&self.pool, conv_id, actor, target_seq, now).await
+    }
+
+    async fn purge_batch(
+        &self,
+        now: DateTime<Utc>,
+        batch_events_max: u32,
+    ) -> Result<PurgeReport, StoreError> {
+        retention::purge_batch(&self.pool, now, batch_events_max).await
+    }
+
+    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
+        retention::expire_tombstones(&self.pool, older_than).await
     }
 
     async fn mark_read(

@@ -23,6 +23,8 @@ mod admin;
 mod membership;
 mod read;
 mod realtime;
+mod recall;
+mod retention;
 mod rows;
 mod send;
 
@@ -30,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
@@ -236,6 +239,16 @@ impl Store for SqliteStore {
         read::events(self, conv_id, viewer, query, limit).await
     }
 
+    async fn recall(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target_seq: i64,
+        now: DateTime<Utc>,
+    ) -> Result<RecallOutcome, StoreError> {
+        recall::recall(self, conv_id, actor, target_seq, now).await
+    }
+
     async fn mark_read(
         &self,
         conv_id: &ConvId,
@@ -243,6 +256,18 @@ impl Store for SqliteStore {
         seq: i64,
     ) -> Result<i64, StoreError> {
         read::mark_read(self, conv_id, user, seq).await
+    }
+
+    async fn purge_batch(
+        &self,
+        now: DateTime<Utc>,
+        batch_events_max: u32,
+    ) -> Result<PurgeReport, StoreError> {
+        retention::purge_batch(self, now, batch_events_max).await
+    }
+
+    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
+        retention::expire_tombstones(self, older_than).await
     }
 
     async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {

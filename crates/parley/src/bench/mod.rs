@@ -5,6 +5,7 @@
 //! WebSocket. For every message the report gives the ack latency (send to ack), the push latency (send to push) and the push lag behind the ack (push
 //! arrival minus ack arrival), each as percentiles.
 
+mod large_group;
 mod push_latency;
 mod report;
 mod sync_feed;
@@ -19,6 +20,8 @@ pub enum Scenario {
     PushLatency,
     /// The sync feed of a user with many conversations, and a 10,000-event catch-up.
     SyncFeed,
+    /// Fanout to a large group, push or pull: send-to-delivery and server CPU per message.
+    LargeGroup,
 }
 
 #[derive(Args)]
@@ -51,11 +54,14 @@ pub struct BenchArgs {
     /// Directory for report.json.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    #[command(flatten)]
+    pub large_group: large_group::LargeGroupArgs,
 }
 
 pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     match args.scenario {
         Scenario::PushLatency => push_latency::run(&args).await,
         Scenario::SyncFeed => sync_feed::run(&args).await,
+        Scenario::LargeGroup => large_group::run(&args).await,
     }
 }
