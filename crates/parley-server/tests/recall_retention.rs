@@ -334,3 +334,57 @@ async fn check_11_retry_after_purge_hits_tombstone_http(store: StoreKind) -> Res
     );
     Ok(())
 }
+
+/// Tombstone life of the expiry test: long enough to be seen, short enough to pass in the test.
+const TOMBSTONE_TTL_MS: u64 = 1_000;
+
+/// 11-tombstone-expiry with the server's own job: the purge moves the key into a tombstone,
+/// the job deletes the tombstone once it is older than `TOMBSTONE_TTL_MS`, and from then on the
+/// key is free: the same request is a new message (clients retry for far less than the TTL,
+/// whose default is seven days).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_11_tombstone_expiry_in_background() -> Result<()> {
+    let server = TestServer::start(ServerConfig {
+        purge_interval_ms: PURGE_INTERVAL_MS,
+        tombstone_ttl_ms: TOMBSTONE_TTL_MS,
+        ..ServerConfig::default()
+    })
+    .await;
+    let ana = server.user_with_device("u-ana").await;
+    ana.create_conversation(
+        &NewConversation::group(Vec::<String>::new())
+            .with_conv_id("c-ttl")
+            .with_retention_ms(RETENTION_MS),
+    )
+    .await?;
+    ana.send("c-ttl", "m-1", "hello").await?; // 2
+    wait_min_seq(&ana, "c-ttl", 3).await?;
+    let tombstones = |pool: &sqlx::PgPool| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM idem_tombstones WHERE conv_id = 'c-ttl'",
+            )
+            .fetch_one(&pool)
+            .await
+        }
+    };
+    ensure!(
+        tombstones(server.store().pool()).await? == 1,
+        "no tombstone after the purge"
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tombstones(server.store().pool()).await? > 0 {
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the tombstone outlived its TTL of {TOMBSTONE_TTL_MS} ms by {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(PURGE_INTERVAL_MS)).await;
+    }
+    let again = ana.send("c-ttl", "m-1", "hello").await?;
+    ensure!(
+        !again.dup && again.seq == 3,
+        "send with an expired key: {again:?}"
+    );
+    Ok(())
+}
