@@ -359,22 +359,11 @@ async fn check_11_tombstone_expiry_in_background() -> Result<()> {
     .await?;
     ana.send("c-ttl", "m-1", "hello").await?; // 2
     wait_min_seq(&ana, "c-ttl", 3).await?;
-    let tombstones = |pool: &sqlx::PgPool| {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM idem_tombstones WHERE conv_id = 'c-ttl'",
-            )
-            .fetch_one(&pool)
-            .await
-        }
-    };
-    ensure!(
-        tombstones(server.store().pool()).await? == 1,
-        "no tombstone after the purge"
-    );
+    const TOMBSTONES_SQL: &str = "SELECT count(*) FROM idem_tombstones WHERE conv_id = 'c-ttl'";
+    let tombstones: i64 = server.sql().one(TOMBSTONES_SQL, &[]).await?;
+    ensure!(tombstones == 1, "no tombstone after the purge");
     let deadline = tokio::time::Instant::now() + WAIT;
-    while tombstones(server.store().pool()).await? > 0 {
+    while server.sql().one::<i64>(TOMBSTONES_SQL, &[]).await? > 0 {
         ensure!(
             tokio::time::Instant::now() < deadline,
             "the tombstone outlived its TTL of {TOMBSTONE_TTL_MS} ms by {WAIT:?}"
