@@ -17,7 +17,7 @@ const BURST_MESSAGES: i64 = 40;
 /// How much two hints' arrival times may fall short of the interval through delivery jitter
 /// on a busy test machine. The coalescing itself is checked exactly, on a paused clock, in
 /// `gateway::hints`.
-const JITTER_MS: u64 = 50;
+const JITTER_MS: u64 = 100;
 
 async fn ready(ws: &mut Ws) -> Result<()> {
     ws.send(json!({"type": "ping", "req_id": "ready"})).await?;
