@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check of the workspace: formatting, lints, then every test against a real
-# PostgreSQL. A missing database fails the run; tests are never skipped for lack of one.
+# PostgreSQL and the embedded SQLite store. The store contract has one runner per store, and
+# each HTTP, WebSocket and SDK integration test runs once per store (`<test>::postgres`,
+# `<test>::sqlite`) in the same nextest run, so one summary counts both. A missing PostgreSQL
+# fails the run; tests are never skipped for lack of one.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

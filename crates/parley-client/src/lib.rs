@@ -6,6 +6,8 @@
 //! [`Client::send_with_retry`] turns an unknown send outcome into a known one by resending the
 //! same request key. [`RawRequest`] reaches the server outside the typed API. [`Realtime`]
 //! ([`ws`]) keeps the device's WebSocket and delivers every event exactly once, in order.
+//! [`SyncState`] and [`Client::catch_up`] ([`sync`]) bring a device that was away level with
+//! the server: one feed call, then events-after for each conversation that changed.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), parley_client::ClientError> {
@@ -31,6 +33,7 @@ mod http;
 mod raw;
 mod request;
 mod retry;
+pub mod sync;
 pub mod types;
 pub mod ws;
 
@@ -43,6 +46,7 @@ pub use request::NewConversation;
 pub use retry::{
     RetryPolicy, ATTEMPTS_MAX_DEFAULT, BACKOFF_FIRST_MS_DEFAULT, BACKOFF_MAX_MS_DEFAULT,
 };
+pub use sync::{CatchUpOptions, CatchUpReport, ConvSync, EventSink, Restart, SavedSync, SyncState};
 pub use types::{
     ConvKind, Conversation, ConversationList, DeliveryMode, DeviceToken, Event, EventKind,
     EventsPage, Member, MembershipSeq, ReadAck, RecallAck, Role, RoleChange, SendAck, User,

@@ -9,7 +9,7 @@ use parley_client::{
     code, Client, ClientError, Delivery, Event, NewConversation, Realtime, RealtimeOptions,
     StopReason,
 };
-use parley_testkit::{ServerConfig, TestServer};
+use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
 /// Longest wait for one delivery; generous for a loaded 2-core machine.
 const DELIVERY_WAIT_MS: u64 = 10_000;
@@ -80,9 +80,12 @@ async fn connect(client: &Client) -> Result<Realtime> {
     Ok(Realtime::connect(client, RealtimeOptions::default()).await?)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pushes_reach_every_device_in_order() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    pushes_reach_every_device_in_order
+);
+async fn pushes_reach_every_device_in_order(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana1 = server.user_with_device("ana").await;
     let ana2 = server.device("ana", "d2").await;
     let ben = server.user_with_device("ben").await;
@@ -132,9 +135,12 @@ async fn pushes_reach_every_device_in_order() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_positions_reach_the_users_other_devices() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    read_positions_reach_the_users_other_devices
+);
+async fn read_positions_reach_the_users_other_devices(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana1 = server.user_with_device("ana").await;
     let ana2 = server.device("ana", "d2").await;
     let ben = server.user_with_device("ben").await;
@@ -162,12 +168,15 @@ async fn read_positions_reach_the_users_other_devices() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_device_that_missed_pushes_ends_with_exactly_the_log
+);
 /// 07-sdk-fills-gap: a device misses the pushes of 50 messages while its connection is down;
 /// after reconnecting it ends with exactly the log, and a send made while it was away is
 /// answered once the connection is back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_device_that_missed_pushes_ends_with_exactly_the_log() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn a_device_that_missed_pushes_ends_with_exactly_the_log(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana1 = server.user_with_device("ana").await;
     let ana2 = server.device("ana", "d2").await;
     let ben = server.user_with_device("ben").await;
@@ -235,17 +244,20 @@ async fn a_device_that_missed_pushes_ends_with_exactly_the_log() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_reader_that_falls_behind_still_gets_exactly_the_log
+);
 /// An app that stops reading: the session stops reading the socket instead of buffering, and
 /// once the app reads again it gets exactly the log. Should the server cut the slow reader off
 /// meanwhile (4008), the session reconnects and resyncs; the app sees the same events either way.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reader_that_falls_behind_still_gets_exactly_the_log() -> Result<()> {
+async fn a_reader_that_falls_behind_still_gets_exactly_the_log(store: StoreKind) -> Result<()> {
     const MESSAGES: i64 = 200;
     let config = ServerConfig {
         outbound_queue_len_max: 4,
         ..ServerConfig::default()
     };
-    let server = TestServer::start(config).await;
+    let server = TestServer::start_on(store, config).await;
     let ana = server.user_with_device("ana").await;
     let ben = server.user_with_device("ben").await;
     let chat = ana
@@ -275,9 +287,12 @@ async fn a_reader_that_falls_behind_still_gets_exactly_the_log() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_for_an_untracked_conversation_starts_tracking_it() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_push_for_an_untracked_conversation_starts_tracking_it
+);
+async fn a_push_for_an_untracked_conversation_starts_tracking_it(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let ben = server.user_with_device("ben").await;
     let mut rt = connect(&ben).await?;
@@ -295,10 +310,13 @@ async fn a_push_for_an_untracked_conversation_starts_tracking_it() -> Result<()>
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_push_beyond_a_gap_is_preceded_by_the_missing_events
+);
 /// A push far beyond the cursor is preceded by every event in between, fetched page by page.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_beyond_a_gap_is_preceded_by_the_missing_events() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn a_push_beyond_a_gap_is_preceded_by_the_missing_events(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let ben = server.user_with_device("ben").await;
     let chat = ana
@@ -326,9 +344,12 @@ async fn a_push_beyond_a_gap_is_preceded_by_the_missing_events() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refusals_come_back_with_their_code() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    refusals_come_back_with_their_code
+);
+async fn refusals_come_back_with_their_code(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let rt = connect(&ana).await?;
     let e = rt.send("nowhere", "m-1", "hello").await.unwrap_err();
@@ -350,9 +371,14 @@ async fn refusals_come_back_with_their_code() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_newer_connection_of_the_device_kicks_the_session_for_good() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_newer_connection_of_the_device_kicks_the_session_for_good
+);
+async fn a_newer_connection_of_the_device_kicks_the_session_for_good(
+    store: StoreKind,
+) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let mut old = connect(&ana).await?;
     old.ping().await?;
@@ -380,9 +406,12 @@ async fn a_newer_connection_of_the_device_kicks_the_session_for_good() -> Result
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_revoked_device_stops() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_revoked_device_stops
+);
+async fn a_revoked_device_stops(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let mut rt = connect(&ana).await?;
     rt.ping().await?;

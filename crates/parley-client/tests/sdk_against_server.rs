@@ -3,11 +3,14 @@
 
 use anyhow::{ensure, Result};
 use parley_client::{code, ConvKind, EventKind, NewConversation, Role};
-use parley_testkit::TestServer;
+use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
-#[tokio::test]
-async fn admin_calls_create_users_and_devices() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test]
+    admin_calls_create_users_and_devices
+);
+async fn admin_calls_create_users_and_devices(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let admin = server.admin();
     let user = admin.create_user("ana", Some("Ana")).await?;
     ensure!(user.user_id == "ana" && user.display_name.as_deref() == Some("Ana"));
@@ -32,9 +35,12 @@ async fn admin_calls_create_users_and_devices() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn direct_chat_send_and_read_back() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test]
+    direct_chat_send_and_read_back
+);
+async fn direct_chat_send_and_read_back(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let ben = server.user_with_device("ben").await;
 
@@ -98,9 +104,12 @@ async fn direct_chat_send_and_read_back() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn group_membership_calls() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test]
+    group_membership_calls
+);
+async fn group_membership_calls(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("ana").await;
     let ben = server.user_with_device("ben").await;
     server.user_with_device("cai").await;
@@ -137,9 +146,12 @@ async fn group_membership_calls() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn probes_answer_without_a_token() -> Result<()> {
-    let server = TestServer::start_default().await;
+test_on_both_stores!(
+    #[tokio::test]
+    probes_answer_without_a_token
+);
+async fn probes_answer_without_a_token(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let anyone = server.client("not-a-token");
     anyone.healthz().await?;
     anyone.readyz().await?;

@@ -28,12 +28,28 @@ pub struct ServerConfig {
     pub ws_allowed_origins: Vec<String>,
     /// Frames queued per connection before it counts as too slow and is closed (4008).
     pub outbound_queue_len_max: usize,
+    /// Interval between two runs of the retention purge.
+    pub purge_interval_ms: u64,
+    /// How long the request key of a purged message stays answerable (SPEC §4: at least as
+    /// long as a client may retry).
+    pub tombstone_ttl_ms: u64,
+    /// Hints of a pull conversation are coalesced per device over this interval (SPEC §8: at
+    /// most `HINT_INTERVAL_MS_MAX`).
+    pub hint_interval_ms: u64,
 }
 
 /// Default WebSocket idle timeout (SPEC §6).
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 /// Default outbound queue per connection.
 pub const OUTBOUND_QUEUE_LEN_MAX_DEFAULT: usize = 1_024;
+/// Default interval between two retention purges: one minute (SPEC §6).
+pub const PURGE_INTERVAL_MS_DEFAULT: u64 = 60_000;
+/// Default life of a tombstone: seven days (SPEC §6).
+pub const TOMBSTONE_TTL_MS_DEFAULT: u64 = 7 * 24 * 60 * 60 * 1000;
+/// Default coalescing interval of pull hints (SPEC §8).
+pub const HINT_INTERVAL_MS_DEFAULT: u64 = 100;
+/// Longest coalescing interval of pull hints the specification allows (SPEC §8).
+pub const HINT_INTERVAL_MS_MAX: u64 = 250;
 
 /// A gateway id for a node that was given none.
 pub fn generated_gateway_id() -> String {
@@ -53,6 +69,9 @@ impl Default for ServerConfig {
             idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
             ws_allowed_origins: Vec::new(),
             outbound_queue_len_max: OUTBOUND_QUEUE_LEN_MAX_DEFAULT,
+            purge_interval_ms: PURGE_INTERVAL_MS_DEFAULT,
+            tombstone_ttl_ms: TOMBSTONE_TTL_MS_DEFAULT,
+            hint_interval_ms: HINT_INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -70,6 +89,9 @@ impl fmt::Debug for ServerConfig {
             .field("idle_timeout_ms", &self.idle_timeout_ms)
             .field("ws_allowed_origins", &self.ws_allowed_origins)
             .field("outbound_queue_len_max", &self.outbound_queue_len_max)
+            .field("purge_interval_ms", &self.purge_interval_ms)
+            .field("tombstone_ttl_ms", &self.tombstone_ttl_ms)
+            .field("hint_interval_ms", &self.hint_interval_ms)
             .finish()
     }
 }

@@ -13,6 +13,7 @@ pub mod error;
 pub mod gateway;
 pub mod path;
 pub mod query;
+pub mod retention;
 mod routes;
 pub mod service;
 pub mod state;
@@ -60,6 +61,12 @@ pub async fn run(
         state.bus().clone(),
         background.clone(),
     );
+    tokio::spawn(retention::run(
+        state.store().clone(),
+        std::time::Duration::from_millis(state.config().purge_interval_ms),
+        std::time::Duration::from_millis(state.config().tombstone_ttl_ms),
+        background.clone(),
+    ));
     let closing = gateway.clone();
     let shutdown = async move {
         shutdown.await;

@@ -80,6 +80,24 @@ impl ConvMemberPath {
     }
 }
 
+/// `/v1/conversations/{conv_id}/events/{seq}/…`
+#[derive(Debug, Deserialize)]
+pub struct ConvSeqPath {
+    pub conv_id: String,
+    pub seq: String,
+}
+
+impl ConvSeqPath {
+    pub fn ids(&self) -> Result<(ConvId, i64), ApiError> {
+        let conv_id = conv_id(&self.conv_id)?;
+        let seq = self
+            .seq
+            .parse()
+            .map_err(|_| ApiError::bad_request("seq must be an integer"))?;
+        Ok((conv_id, seq))
+    }
+}
+
 /// `/v1/admin/users/{user_id}/…`
 #[derive(Debug, Deserialize)]
 pub struct UserPath {

@@ -14,7 +14,8 @@ use parley_domain::{
 use parley_store::token::hash_token;
 use parley_store::{
     ConversationFeed, CreatedConversation, DeviceIdentity, EventsQuery, MemberSnapshot,
-    MembershipChange, NewConversation, Route, SendOutcome, SendRequest, Store, StoreError, User,
+    MembershipChange, NewConversation, PurgeReport, RecallOutcome, Route, SendOutcome, SendRequest,
+    Store, StoreError, User,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -186,6 +187,29 @@ impl Store for FakeStore {
     async fn mark_read(&self, _: &ConvId, _: &UserId, _: i64) -> Result<i64, StoreError> {
         self.touch();
         Err(refused())
+    }
+
+    async fn recall(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: i64,
+        _: chrono::DateTime<chrono::Utc>,
+    ) -> Result<RecallOutcome, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn purge_batch(
+        &self,
+        _: chrono::DateTime<chrono::Utc>,
+        _: u32,
+    ) -> Result<PurgeReport, StoreError> {
+        Ok(PurgeReport::default())
+    }
+
+    async fn expire_tombstones(&self, _: chrono::DateTime<chrono::Utc>) -> Result<u64, StoreError> {
+        Ok(0)
     }
 
     async fn renew_gateway(&self, _: &str, _: i64) -> Result<(), StoreError> {

@@ -113,6 +113,34 @@ pub async fn remove_member(
     Ok(seq)
 }
 
+/// The answer to a recall: the seq of the recall event and of the recalled message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecallAck {
+    pub seq: i64,
+    pub target_seq: i64,
+}
+
+/// Recalls `target_seq` as the caller; a newly written recall event is announced and so
+/// pushed like any event, a repeated recall only answers the existing one.
+pub async fn recall(
+    state: &AppState,
+    identity: &DeviceIdentity,
+    conv_id: &ConvId,
+    target_seq: i64,
+) -> Result<RecallAck, ApiError> {
+    let outcome = state
+        .store()
+        .recall(conv_id, &identity.user_id, target_seq, chrono::Utc::now())
+        .await?;
+    if let Some(event) = outcome.event {
+        announce(state, event);
+    }
+    Ok(RecallAck {
+        seq: outcome.seq,
+        target_seq: outcome.target_seq,
+    })
+}
+
 /// Moves the caller's read position (P8) and tells the user's other devices on this gateway.
 pub async fn mark_read(
     state: &AppState,

@@ -1,12 +1,13 @@
 //! The state every handler shares: the store, the bus and the configuration.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use parley_bus::EventBus;
 use parley_store::token::hash_token;
 use parley_store::Store;
 
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, HINT_INTERVAL_MS_MAX};
 use crate::gateway::Gateway;
 
 /// Cheap to clone: every field is shared, so axum hands one copy to each request.
@@ -28,7 +29,9 @@ impl AppState {
         } else {
             Some(Arc::from(hash_token(&config.admin_token)))
         };
-        let gateway = Arc::new(Gateway::new(config.gateway_id.clone()));
+        let hint_interval =
+            Duration::from_millis(config.hint_interval_ms.clamp(1, HINT_INTERVAL_MS_MAX));
+        let gateway = Arc::new(Gateway::new(config.gateway_id.clone(), hint_interval));
         Self {
             gateway,
             store,

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{ensure, Context, Result};
 use parley_client::{Client, EventKind, NewConversation, SendAck};
-use parley_testkit::TestServer;
-use sqlx::PgPool;
+use parley_testkit::{test_on_both_stores, ServerConfig, Sql, StoreKind, TestServer};
 use tokio::sync::Barrier;
 
 const REPLAYS: usize = 32;
@@ -36,13 +35,13 @@ async fn send_all_at_once(sends: Vec<(Client, String, String)>, conv: &str) -> V
     acks
 }
 
-async fn next_seq(pool: &PgPool, conv: &str) -> Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT next_seq FROM conversations WHERE conv_id = $1")
-            .bind(conv)
-            .fetch_one(pool)
-            .await?,
-    )
+async fn next_seq(sql: &Sql, conv: &str) -> Result<i64> {
+    Ok(sql
+        .one(
+            "SELECT next_seq FROM conversations WHERE conv_id = $1",
+            &[conv.into()],
+        )
+        .await?)
 }
 
 /// Every event the reader sees, by pages of `events?after=` following `through_seq`.
@@ -60,10 +59,13 @@ async fn read_whole_log(client: &Client, conv: &str) -> Result<Vec<parley_client
     }
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    check_04_concurrent_replay_one_row_http
+);
 /// 04-concurrent-replay-one-row over HTTP: 32 identical sends of one device at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn check_04_concurrent_replay_one_row_http() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_04_concurrent_replay_one_row_http(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     let conv = ana
         .create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-r"))
@@ -93,25 +95,25 @@ async fn check_04_concurrent_replay_one_row_http() -> Result<()> {
         msgs[0]
     );
 
-    let pool = server.store().pool();
-    let rows: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM events WHERE conv_id = 'c-r' AND kind = 'msg' AND client_msg_id = 'm-same'",
-    )
-    .fetch_one(pool)
+    let sql = server.sql();
+    let rows: i64 = sql.one("SELECT count(*) FROM events WHERE conv_id = 'c-r' AND kind = 'msg' AND client_msg_id = 'm-same'", &[])
     .await?;
     ensure!(rows == 1, "msg rows by SQL: {rows}");
-    let all: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = 'c-r'")
-        .fetch_one(pool)
+    let all: i64 = sql
+        .one("SELECT count(*) FROM events WHERE conv_id = 'c-r'", &[])
         .await?;
     ensure!(all == 2, "rows by SQL: {all}");
-    ensure!(next_seq(pool, "c-r").await? == 3, "next_seq");
+    ensure!(next_seq(sql, "c-r").await? == 3, "next_seq");
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    check_04_seq_gapless_http
+);
 /// 04-seq-gapless over HTTP: 200 distinct sends at once from four members.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn check_04_seq_gapless_http() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_04_seq_gapless_http(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let users = ["u-a", "u-b", "u-c", "u-d"];
     let mut clients = Vec::new();
     for u in users {
@@ -141,23 +143,27 @@ async fn check_04_seq_gapless_http() -> Result<()> {
     let ids: HashSet<&str> = acks.iter().map(|a| a.message_id.as_str()).collect();
     ensure!(ids.len() == DISTINCT_SENDS, "{} message ids", ids.len());
 
-    let pool = server.store().pool();
-    let msgs: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = 'c-g' AND kind = 'msg'")
-            .fetch_one(pool)
-            .await?;
+    let sql = server.sql();
+    let msgs: i64 = sql
+        .one(
+            "SELECT count(*) FROM events WHERE conv_id = 'c-g' AND kind = 'msg'",
+            &[],
+        )
+        .await?;
     ensure!(msgs == DISTINCT_SENDS as i64, "msg rows by SQL: {msgs}");
-    let seqs: Vec<i64> =
-        sqlx::query_scalar("SELECT seq FROM events WHERE conv_id = 'c-g' ORDER BY seq")
-            .fetch_all(pool)
-            .await?;
+    let seqs: Vec<i64> = sql
+        .column(
+            "SELECT seq FROM events WHERE conv_id = 'c-g' ORDER BY seq",
+            &[],
+        )
+        .await?;
     let head = *seqs.last().context("empty log")?;
     ensure!(
         seqs == (1..=head).collect::<Vec<i64>>(),
         "the log has a hole or repeat: {seqs:?}"
     );
     ensure!(head == joins + DISTINCT_SENDS as i64, "head {head}");
-    let next = next_seq(pool, "c-g").await?;
+    let next = next_seq(sql, "c-g").await?;
     ensure!(next == head + 1, "next_seq {next}, head {head}");
 
     // Every member reads the same gapless log through the API.
@@ -181,11 +187,14 @@ async fn check_04_seq_gapless_http() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    check_04_mixed_replays_and_distinct_sends_http
+);
 /// Replays and distinct sends mixed at once: each request key still maps to exactly one event
 /// and the log stays gapless.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn check_04_mixed_replays_and_distinct_sends_http() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_04_mixed_replays_and_distinct_sends_http(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-a").await;
     let ben = server.user_with_device("u-b").await;
     ana.create_conversation(&NewConversation::group(["u-b"]).with_conv_id("c-m"))
@@ -205,22 +214,25 @@ async fn check_04_mixed_replays_and_distinct_sends_http() -> Result<()> {
     let seqs: BTreeSet<i64> = acks.iter().map(|a| a.seq).collect();
     ensure!(seqs == (3..=22).collect(), "acked seqs: {seqs:?}");
 
-    let pool = server.store().pool();
-    let per_key: Vec<i64> = sqlx::query_scalar(
-        "SELECT count(*) FROM events WHERE conv_id = 'c-m' AND kind = 'msg'
+    let sql = server.sql();
+    let per_key: Vec<i64> = sql
+        .column(
+            "SELECT count(*) FROM events WHERE conv_id = 'c-m' AND kind = 'msg'
          GROUP BY sender_user, client_msg_id",
-    )
-    .fetch_all(pool)
-    .await?;
+            &[],
+        )
+        .await?;
     ensure!(
         per_key.len() == 20 && per_key.iter().all(|n| *n == 1),
         "rows per request key: {per_key:?}"
     );
-    let seqs: Vec<i64> =
-        sqlx::query_scalar("SELECT seq FROM events WHERE conv_id = 'c-m' ORDER BY seq")
-            .fetch_all(pool)
-            .await?;
+    let seqs: Vec<i64> = sql
+        .column(
+            "SELECT seq FROM events WHERE conv_id = 'c-m' ORDER BY seq",
+            &[],
+        )
+        .await?;
     ensure!(seqs == (1..=22).collect::<Vec<i64>>(), "log: {seqs:?}");
-    ensure!(next_seq(pool, "c-m").await? == 23);
+    ensure!(next_seq(sql, "c-m").await? == 23);
     Ok(())
 }

@@ -5,9 +5,8 @@
 use anyhow::{ensure, Context, Result};
 use parley_client::{code, Client, EventKind, Method, NewConversation, RawResponse, Role};
 use parley_domain::Limits;
-use parley_testkit::{ServerConfig, TestServer};
+use parley_testkit::{test_on_both_stores, ServerConfig, Sql, StoreKind, TestServer};
 use serde_json::{json, Value};
-use sqlx::PgPool;
 
 /// Sends `method path` with an optional JSON body (sent byte for byte) as `c`.
 async fn call(c: &Client, method: Method, path: &str, body: Option<&str>) -> Result<RawResponse> {
@@ -39,20 +38,25 @@ fn expect_error(r: &RawResponse, status: u16, code: &str, what: &str) -> Result<
 }
 
 /// `(next_seq, events, membership periods)` of a conversation, by SQL.
-async fn conv_state(pool: &PgPool, conv: &str) -> Result<(i64, i64, i64)> {
-    let next: i64 = sqlx::query_scalar("SELECT next_seq FROM conversations WHERE conv_id = $1")
-        .bind(conv)
-        .fetch_one(pool)
+async fn conv_state(sql: &Sql, conv: &str) -> Result<(i64, i64, i64)> {
+    let next: i64 = sql
+        .one(
+            "SELECT next_seq FROM conversations WHERE conv_id = $1",
+            &[conv.into()],
+        )
         .await?;
-    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = $1")
-        .bind(conv)
-        .fetch_one(pool)
+    let events: i64 = sql
+        .one(
+            "SELECT count(*) FROM events WHERE conv_id = $1",
+            &[conv.into()],
+        )
         .await?;
-    let periods: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM membership_periods WHERE conv_id = $1")
-            .bind(conv)
-            .fetch_one(pool)
-            .await?;
+    let periods: i64 = sql
+        .one(
+            "SELECT count(*) FROM membership_periods WHERE conv_id = $1",
+            &[conv.into()],
+        )
+        .await?;
     Ok((next, events, periods))
 }
 
@@ -72,11 +76,16 @@ fn role_of(members: &Value, user: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_p10_every_conversation_endpoint_non_member_equals_unknown
+);
 /// P10: for a user who never had a period in `c-p` and for a conversation that does not exist,
 /// every conversation endpoint gives the same status and the same JSON body, byte for byte.
-#[tokio::test]
-async fn check_p10_every_conversation_endpoint_non_member_equals_unknown() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_p10_every_conversation_endpoint_non_member_equals_unknown(
+    store: StoreKind,
+) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     server.user_with_device("u-b").await;
     let uc = server.user_with_device("u-c").await;
@@ -84,7 +93,7 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown() -> Re
     ua.create_conversation(&NewConversation::group(["u-b"]).with_conv_id("c-p"))
         .await?;
     ua.send("c-p", "m-1", "secret").await?;
-    let before = conv_state(server.store().pool(), "c-p").await?;
+    let before = conv_state(server.sql(), "c-p").await?;
 
     let send = r#"{"client_msg_id":"m-1","body":"secret"}"#;
     // (method, path after /v1/conversations/{id}, body)
@@ -157,7 +166,7 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown() -> Re
             "{what}: unknown conversation answers depend on the caller"
         );
     }
-    // Endpoints of the contract that may not be routed yet still answer alike.
+    // The recall endpoint answers alike too, and is NOT_MEMBER.
     let recall_hidden = call(
         &uc,
         Method::POST,
@@ -172,6 +181,7 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown() -> Re
         None,
     )
     .await?;
+    expect_error(&recall_hidden, 404, code::NOT_MEMBER, "recall")?;
     ensure!(
         (recall_hidden.status, &recall_hidden.text)
             == (recall_missing.status, &recall_missing.text),
@@ -182,7 +192,7 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown() -> Re
         recall_missing.text
     );
     ensure!(
-        conv_state(server.store().pool(), "c-p").await? == before,
+        conv_state(server.sql(), "c-p").await? == before,
         "the probes wrote something"
     );
     // c-p is not in u-c's list either.
@@ -191,10 +201,13 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown() -> Re
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_auth_missing_and_unknown_token_401
+);
 /// A missing or unknown token is 401 UNAUTHENTICATED on device and admin endpoints alike.
-#[tokio::test]
-async fn check_auth_missing_and_unknown_token_401() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_auth_missing_and_unknown_token_401(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     ua.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"))
         .await?;
@@ -256,20 +269,21 @@ async fn check_auth_missing_and_unknown_token_401() -> Result<()> {
             &format!("basic {method} {path}"),
         )?;
     }
-    let (next, events, _) = conv_state(server.store().pool(), "c-1").await?;
+    let (next, events, _) = conv_state(server.sql(), "c-1").await?;
     ensure!((next, events) == (2, 1), "something was written");
-    let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
-        .fetch_one(server.store().pool())
-        .await?;
+    let users: i64 = server.sql().one("SELECT count(*) FROM users", &[]).await?;
     ensure!(users == 1, "users: {users}");
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_auth_revoked_token_401_on_next_request
+);
 /// Revoking a device through the admin API makes its token fail on the very next request;
 /// the user's other device keeps working.
-#[tokio::test]
-async fn check_auth_revoked_token_401_on_next_request() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_auth_revoked_token_401_on_next_request(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     let tablet = server.device("u-a", "d2").await;
     ua.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"))
@@ -306,17 +320,17 @@ async fn check_auth_revoked_token_401_on_next_request() -> Result<()> {
 
     let ack = tablet.send("c-1", "m-2", "hi").await?;
     ensure!(ack.seq == 3 && !ack.dup, "other device: {ack:?}");
-    ensure!(
-        conv_state(server.store().pool(), "c-1").await?.0 == 4,
-        "next_seq"
-    );
+    ensure!(conv_state(server.sql(), "c-1").await?.0 == 4, "next_seq");
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_auth_reissued_token_revokes_old
+);
 /// Issuing a new token for a device revokes its old token at once.
-#[tokio::test]
-async fn check_auth_reissued_token_revokes_old() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_auth_reissued_token_revokes_old(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let old = server.user_with_device("u-a").await;
     old.list_conversations(None).await?;
     let r = server
@@ -349,10 +363,13 @@ async fn check_auth_reissued_token_revokes_old() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_admin_device_token_403_and_user_twice_409
+);
 /// A device token on an admin endpoint is 403 FORBIDDEN; creating a user twice is 409.
-#[tokio::test]
-async fn check_admin_device_token_403_and_user_twice_409() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_admin_device_token_403_and_user_twice_409(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     let r = call(
         &ua,
@@ -398,10 +415,13 @@ async fn check_admin_device_token_403_and_user_twice_409() -> Result<()> {
         .response()
         .await?;
     expect_error(&r, 409, code::ALREADY_EXISTS, "create twice")?;
-    let users: Vec<(String, Option<String>)> =
-        sqlx::query_as("SELECT user_id, display_name FROM users ORDER BY user_id")
-            .fetch_all(server.store().pool())
-            .await?;
+    let users: Vec<(String, Option<String>)> = server
+        .sql()
+        .rows(
+            "SELECT user_id, display_name FROM users ORDER BY user_id",
+            &[],
+        )
+        .await?;
     ensure!(
         users
             == vec![
@@ -413,17 +433,20 @@ async fn check_admin_device_token_403_and_user_twice_409() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_bad_requests_400_and_nothing_written
+);
 /// Unknown fields, malformed JSON, an empty message body and conflicting cursors are 400, and
 /// none of them writes.
-#[tokio::test]
-async fn check_bad_requests_400_and_nothing_written() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_bad_requests_400_and_nothing_written(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     server.user_with_device("u-b").await;
     ua.create_conversation(&NewConversation::group(["u-b"]).with_conv_id("c-1"))
         .await?;
-    let pool = server.store().pool();
-    let before = conv_state(pool, "c-1").await?;
+    let sql = server.sql();
+    let before = conv_state(sql, "c-1").await?;
     ensure!(before == (3, 2, 2), "{before:?}");
 
     let bad: Vec<(Method, &str, &str)> = vec![
@@ -511,12 +534,10 @@ async fn check_bad_requests_400_and_nothing_written() -> Result<()> {
         )?;
     }
     ensure!(
-        conv_state(pool, "c-1").await? == before,
+        conv_state(sql, "c-1").await? == before,
         "a bad request wrote"
     );
-    let convs: i64 = sqlx::query_scalar("SELECT count(*) FROM conversations")
-        .fetch_one(pool)
-        .await?;
+    let convs: i64 = sql.one("SELECT count(*) FROM conversations", &[]).await?;
     ensure!(convs == 1, "conversations: {convs}");
 
     // 128 bytes of client_msg_id is the limit, not over it.
@@ -546,10 +567,13 @@ async fn check_bad_requests_400_and_nothing_written() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_limit_above_500_clamped
+);
 /// A limit above 500 is clamped to 500, not refused.
-#[tokio::test]
-async fn check_limit_above_500_clamped() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_limit_above_500_clamped(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     ua.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"))
         .await?;
@@ -624,22 +648,28 @@ async fn check_limit_above_500_clamped() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_error_precedence_401_413_400_404
+);
 /// 401 before 413 before 400 before 404 (SPEC §6), checked with the teaching limits.
-#[tokio::test]
-async fn check_error_precedence_401_413_400_404() -> Result<()> {
-    let server = TestServer::start(ServerConfig {
-        limits: Limits {
-            body_bytes_max: 6,
-            request_bytes_max: 4096,
+async fn check_error_precedence_401_413_400_404(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(
+        store,
+        ServerConfig {
+            limits: Limits {
+                body_bytes_max: 6,
+                request_bytes_max: 4096,
+            },
+            ..ServerConfig::default()
         },
-        ..ServerConfig::default()
-    })
+    )
     .await;
     let ua = server.user_with_device("u-a").await;
     ua.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"))
         .await?;
-    let pool = server.store().pool();
-    let before = conv_state(pool, "c-1").await?;
+    let sql = server.sql();
+    let before = conv_state(sql, "c-1").await?;
     let oversize = format!(
         r#"{{"client_msg_id":"m-1","body":"x","pad":"{}"}}"#,
         "p".repeat(5000)
@@ -741,17 +771,20 @@ async fn check_error_precedence_401_413_400_404() -> Result<()> {
     )?;
 
     ensure!(
-        conv_state(pool, "c-1").await? == before,
+        conv_state(sql, "c-1").await? == before,
         "a refused request wrote"
     );
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_direct_chat_once_and_fixed_membership
+);
 /// A direct chat is created once (201, then 200 with the same conversation, from either side)
 /// and its membership is fixed (403 FORBIDDEN on every member endpoint).
-#[tokio::test]
-async fn check_direct_chat_once_and_fixed_membership() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_direct_chat_once_and_fixed_membership(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     let ub = server.user_with_device("u-b").await;
     server.user_with_device("u-c").await;
@@ -803,12 +836,10 @@ async fn check_direct_chat_once_and_fixed_membership() -> Result<()> {
         other_side.text
     );
 
-    let pool = server.store().pool();
-    let before = conv_state(pool, &conv_id).await?;
+    let sql = server.sql();
+    let before = conv_state(sql, &conv_id).await?;
     ensure!(before == (3, 2, 2), "{before:?}");
-    let convs: i64 = sqlx::query_scalar("SELECT count(*) FROM conversations")
-        .fetch_one(pool)
-        .await?;
+    let convs: i64 = sql.one("SELECT count(*) FROM conversations", &[]).await?;
     ensure!(convs == 1, "conversations: {convs}");
 
     let base = format!("/v1/conversations/{conv_id}/members");
@@ -833,17 +864,20 @@ async fn check_direct_chat_once_and_fixed_membership() -> Result<()> {
         expect_error(&r, 403, code::FORBIDDEN, &format!("{method} {path}"))?;
     }
     ensure!(
-        conv_state(pool, &conv_id).await? == before,
+        conv_state(sql, &conv_id).await? == before,
         "membership changed"
     );
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_group_roles_add_remove
+);
 /// Roles in a group: plain members neither remove others nor add; the owner adds (200 {seq});
 /// a current member cannot join again; an unknown user is 404 NOT_FOUND.
-#[tokio::test]
-async fn check_group_roles_add_remove() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_group_roles_add_remove(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     let ub = server.user_with_device("u-b").await;
     server.user_with_device("u-c").await;
@@ -852,8 +886,8 @@ async fn check_group_roles_add_remove() -> Result<()> {
         .create_conversation(&NewConversation::group(["u-b", "u-c"]).with_conv_id("c-g"))
         .await?;
     ensure!(conv.head == 3, "{conv:?}");
-    let pool = server.store().pool();
-    let before = conv_state(pool, "c-g").await?;
+    let sql = server.sql();
+    let before = conv_state(sql, "c-g").await?;
 
     let r = call(
         &ub,
@@ -887,7 +921,7 @@ async fn check_group_roles_add_remove() -> Result<()> {
     )
     .await?;
     expect_error(&r, 403, code::FORBIDDEN, "member sets a role")?;
-    ensure!(conv_state(pool, "c-g").await? == before, "a refusal wrote");
+    ensure!(conv_state(sql, "c-g").await? == before, "a refusal wrote");
 
     let r = call(
         &ua,
@@ -908,7 +942,7 @@ async fn check_group_roles_add_remove() -> Result<()> {
         "{join:?}"
     );
 
-    let after_add = conv_state(pool, "c-g").await?;
+    let after_add = conv_state(sql, "c-g").await?;
     ensure!(after_add == (5, 4, 4), "{after_add:?}");
     let r = call(
         &ua,
@@ -935,7 +969,7 @@ async fn check_group_roles_add_remove() -> Result<()> {
     .await?;
     expect_error(&r, 404, code::NOT_FOUND, "add an unknown user")?;
     ensure!(
-        conv_state(pool, "c-g").await? == after_add,
+        conv_state(sql, "c-g").await? == after_add,
         "a refusal wrote"
     );
 
@@ -981,15 +1015,18 @@ async fn check_group_roles_add_remove() -> Result<()> {
         "admin removes member: {}",
         r.text
     );
-    ensure!(conv_state(pool, "c-g").await? == (6, 5, 4), "after remove");
+    ensure!(conv_state(sql, "c-g").await? == (6, 5, 4), "after remove");
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_08_leave_closes_interval_http
+);
 /// 08-leave-closes-interval over HTTP: the leaver sees their own leave event and nothing after,
 /// and can no longer write.
-#[tokio::test]
-async fn check_08_leave_closes_interval_http() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_08_leave_closes_interval_http(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     server.user_with_device("u-b").await;
     let uc = server.user_with_device("u-c").await;
@@ -1080,18 +1117,18 @@ async fn check_08_leave_closes_interval_http() -> Result<()> {
     )
     .await?;
     expect_error(&r, 404, code::NOT_MEMBER, "former member leaves again")?;
-    ensure!(
-        conv_state(server.store().pool(), "c-g").await? == (8, 7, 4),
-        "state"
-    );
+    ensure!(conv_state(server.sql(), "c-g").await? == (8, 7, 4), "state");
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_owner_leaves_ownership_to_earliest_admin
+);
 /// When the owner leaves, ownership passes to the earliest-joined admin (not the earliest
 /// member); without admins, to the earliest-joined member.
-#[tokio::test]
-async fn check_owner_leaves_ownership_to_earliest_admin() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_owner_leaves_ownership_to_earliest_admin(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     let ub = server.user_with_device("u-b").await;
     let uc = server.user_with_device("u-c").await;
@@ -1166,10 +1203,13 @@ async fn check_owner_leaves_ownership_to_earliest_admin() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_owner_leaves_ownership_to_earliest_member
+);
 /// Without admins, the earliest-joined remaining member becomes owner.
-#[tokio::test]
-async fn check_owner_leaves_ownership_to_earliest_member() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_owner_leaves_ownership_to_earliest_member(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     let ub = server.user_with_device("u-b").await;
     server.user_with_device("u-c").await;
@@ -1197,10 +1237,13 @@ async fn check_owner_leaves_ownership_to_earliest_member() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_healthz_and_readyz_200
+);
 /// The probes answer 200 without a token.
-#[tokio::test]
-async fn check_healthz_and_readyz_200() -> Result<()> {
-    let server = TestServer::start_default().await;
+async fn check_healthz_and_readyz_200(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let c = server.client("");
     for path in ["/healthz", "/readyz"] {
         let r = c.raw(Method::GET, path).without_auth().response().await?;

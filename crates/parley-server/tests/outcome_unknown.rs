@@ -1,10 +1,15 @@
 //! Store failures injected with triggers in the test database, seen over HTTP: a failure while
 //! committing answers 503 OUTCOME_UNKNOWN (P6), a failure before the commit 503 UNAVAILABLE;
 //! neither leaves a trace, and a retry with the same client_msg_id learns the truth.
+//!
+//! On PostgreSQL the commit failure is a deferred constraint trigger; on SQLite it is a row that
+//! violates a deferred foreign key, which SQLite checks only at COMMIT. Counting the trigger's
+//! runs needs a counter that a rollback does not undo (a PostgreSQL sequence): the checks that
+//! count are PostgreSQL-only and say so.
 
 use anyhow::{ensure, Result};
 use parley_client::{code, Client, Method, NewConversation, RawResponse, RetryPolicy};
-use parley_testkit::TestServer;
+use parley_testkit::{test_on_both_stores, ServerConfig, Sql, StoreKind, TestServer};
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
@@ -19,8 +24,8 @@ fn fast_retry(attempts_max: u32) -> RetryPolicy {
     }
 }
 
-async fn setup() -> Result<(TestServer, Client)> {
-    let server = TestServer::start_default().await;
+async fn setup(store: StoreKind) -> Result<(TestServer, Client)> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ua = server.user_with_device("u-a").await;
     server.user_with_device("u-b").await;
     ua.create_conversation(&NewConversation::group(["u-b"]).with_conv_id(CONV))
@@ -31,21 +36,81 @@ async fn setup() -> Result<(TestServer, Client)> {
 }
 
 /// `(next_seq, events, membership periods)` of c-f, by SQL.
-async fn conv_state(pool: &PgPool) -> Result<(i64, i64, i64)> {
-    let next: i64 = sqlx::query_scalar("SELECT next_seq FROM conversations WHERE conv_id = $1")
-        .bind(CONV)
-        .fetch_one(pool)
+async fn conv_state(sql: &Sql) -> Result<(i64, i64, i64)> {
+    let next: i64 = sql
+        .one(
+            "SELECT next_seq FROM conversations WHERE conv_id = $1",
+            &[CONV.into()],
+        )
         .await?;
-    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = $1")
-        .bind(CONV)
-        .fetch_one(pool)
+    let events: i64 = sql
+        .one(
+            "SELECT count(*) FROM events WHERE conv_id = $1",
+            &[CONV.into()],
+        )
         .await?;
-    let periods: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM membership_periods WHERE conv_id = $1")
-            .bind(CONV)
-            .fetch_one(pool)
-            .await?;
+    let periods: i64 = sql
+        .one(
+            "SELECT count(*) FROM membership_periods WHERE conv_id = $1",
+            &[CONV.into()],
+        )
+        .await?;
     Ok((next, events, periods))
+}
+
+/// The log's seqs of c-f, by SQL.
+async fn log_seqs(sql: &Sql) -> Result<Vec<i64>> {
+    Ok(sql
+        .column(
+            "SELECT seq FROM events WHERE conv_id = $1 ORDER BY seq",
+            &[CONV.into()],
+        )
+        .await?)
+}
+
+/// Makes every later write of an event fail at COMMIT, after all its statements succeeded.
+async fn install_commit_failure(sql: &Sql) -> Result<()> {
+    match sql {
+        Sql::Postgres(pool) => install_pg_commit_failure(pool, None).await,
+        Sql::Sqlite(_) => {
+            for ddl in [
+                "CREATE TABLE commit_guard_parent (id INTEGER PRIMARY KEY)",
+                "CREATE TABLE commit_guard (parent INTEGER REFERENCES commit_guard_parent
+                   DEFERRABLE INITIALLY DEFERRED)",
+                "CREATE TRIGGER fail_at_commit AFTER INSERT ON events
+                 BEGIN INSERT INTO commit_guard VALUES (NEW.seq); END",
+            ] {
+                sql.execute(ddl, &[]).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Makes every later insert of an event fail inside its statement, before any commit.
+async fn install_insert_failure(sql: &Sql) -> Result<()> {
+    match sql {
+        Sql::Postgres(pool) => install_pg_insert_failure(pool).await,
+        Sql::Sqlite(_) => {
+            sql.execute(
+                "CREATE TRIGGER fail_after_insert AFTER INSERT ON events
+                 BEGIN SELECT RAISE(ABORT, 'injected failure after insert'); END",
+                &[],
+            )
+            .await?;
+            Ok(())
+        }
+    }
+}
+
+/// Removes a trigger installed by the functions above.
+async fn drop_trigger(sql: &Sql, name: &str) -> Result<()> {
+    let ddl = match sql {
+        Sql::Postgres(_) => format!("DROP TRIGGER {name} ON events"),
+        Sql::Sqlite(_) => format!("DROP TRIGGER {name}"),
+    };
+    sql.execute(&ddl, &[]).await?;
+    Ok(())
 }
 
 /// The whole log as u-a sees it, as raw JSON.
@@ -77,7 +142,7 @@ fn error_code(r: &RawResponse) -> &str {
 /// A deferred constraint trigger on `events` that raises at COMMIT, after every statement of
 /// the write succeeded. With `fail_times`, it raises only on its first `fail_times` runs: the
 /// count lives in a sequence, which a rollback does not undo.
-async fn install_commit_failure(pool: &PgPool, fail_times: Option<i64>) -> Result<()> {
+async fn install_pg_commit_failure(pool: &PgPool, fail_times: Option<i64>) -> Result<()> {
     sqlx::query("CREATE SEQUENCE commit_failure_runs")
         .execute(pool)
         .await?;
@@ -104,7 +169,7 @@ async fn install_commit_failure(pool: &PgPool, fail_times: Option<i64>) -> Resul
 
 /// A plain AFTER INSERT trigger on `events` that raises inside the statement, before any
 /// commit; every run is counted in a sequence.
-async fn install_insert_failure(pool: &PgPool) -> Result<()> {
+async fn install_pg_insert_failure(pool: &PgPool) -> Result<()> {
     sqlx::query("CREATE SEQUENCE insert_failure_runs")
         .execute(pool)
         .await?;
@@ -135,16 +200,16 @@ async fn runs(pool: &PgPool, sequence: &str) -> Result<i64> {
     Ok(if called { last } else { 0 })
 }
 
+test_on_both_stores!(check_06_commit_failure_answers_outcome_unknown_http);
 /// A failure at commit answers 503 OUTCOME_UNKNOWN; the counter and the log are unchanged;
 /// once the store is healthy, `send_with_retry` with the same key commits at the original seq.
-#[tokio::test]
-async fn check_06_commit_failure_answers_outcome_unknown_http() -> Result<()> {
-    let (server, ua) = setup().await?;
-    let pool = server.store().pool();
-    let before = conv_state(pool).await?;
+async fn check_06_commit_failure_answers_outcome_unknown_http(store: StoreKind) -> Result<()> {
+    let (server, ua) = setup(store).await?;
+    let sql = server.sql();
+    let before = conv_state(sql).await?;
     ensure!(before == (4, 3, 2), "{before:?}");
     let log = log_json(&ua).await?;
-    install_commit_failure(pool, None).await?;
+    install_commit_failure(sql).await?;
 
     let r = raw_send(&ua, "m-2", "hello").await?;
     ensure!(
@@ -158,7 +223,7 @@ async fn check_06_commit_failure_answers_outcome_unknown_http() -> Result<()> {
         "store detail leaked: {}",
         r.text
     );
-    ensure!(conv_state(pool).await? == before, "state moved");
+    ensure!(conv_state(sql).await? == before, "state moved");
     ensure!(log_json(&ua).await? == log, "the log changed");
 
     // A plain SDK send sees the same code, and reports it as retryable.
@@ -172,11 +237,9 @@ async fn check_06_commit_failure_answers_outcome_unknown_http() -> Result<()> {
         e.status() == Some(503) && e.code() == Some(code::OUTCOME_UNKNOWN) && e.is_retryable(),
         "{e}"
     );
-    ensure!(conv_state(pool).await? == before, "state moved");
+    ensure!(conv_state(sql).await? == before, "state moved");
 
-    sqlx::query("DROP TRIGGER fail_at_commit ON events")
-        .execute(pool)
-        .await?;
+    drop_trigger(sql, "fail_at_commit").await?;
     let ack = ua
         .clone()
         .with_retry_policy(fast_retry(3))
@@ -188,18 +251,21 @@ async fn check_06_commit_failure_answers_outcome_unknown_http() -> Result<()> {
         again.dup && again.seq == ack.seq && again.message_id == ack.message_id,
         "replay: {again:?}"
     );
-    ensure!(conv_state(pool).await? == (5, 4, 2), "after retry");
+    ensure!(conv_state(sql).await? == (5, 4, 2), "after retry");
     Ok(())
 }
 
 /// `send_with_retry` rides through one failed commit by itself: the first attempt answers
 /// OUTCOME_UNKNOWN, the second commits with dup=false at the original seq.
+///
+/// PostgreSQL only: failing exactly once needs a counter that the failed transaction's rollback
+/// does not undo (a sequence), which SQLite does not have.
 #[tokio::test]
-async fn check_06_send_with_retry_recovers_from_one_failed_commit() -> Result<()> {
-    let (server, ua) = setup().await?;
-    let pool = server.store().pool();
-    let before = conv_state(pool).await?;
-    install_commit_failure(pool, Some(1)).await?;
+async fn check_06_send_with_retry_recovers_from_one_failed_commit_postgres_only() -> Result<()> {
+    let (server, ua) = setup(StoreKind::Postgres).await?;
+    let pool = server.pg_store().pool();
+    let before = conv_state(server.sql()).await?;
+    install_pg_commit_failure(pool, Some(1)).await?;
 
     let ack = ua
         .clone()
@@ -210,23 +276,21 @@ async fn check_06_send_with_retry_recovers_from_one_failed_commit() -> Result<()
     // The trigger ran at both commits: the failed first and the successful second attempt.
     let n = runs(pool, "commit_failure_runs").await?;
     ensure!(n == 2, "commit attempts: {n}");
-    let seqs: Vec<i64> =
-        sqlx::query_scalar("SELECT seq FROM events WHERE conv_id = $1 ORDER BY seq")
-            .bind(CONV)
-            .fetch_all(pool)
-            .await?;
+    let seqs = log_seqs(server.sql()).await?;
     ensure!(seqs == vec![1, 2, 3, 4], "log: {seqs:?}");
     Ok(())
 }
 
+test_on_both_stores!(check_06_member_change_commit_failure_outcome_unknown_http);
 /// A membership change whose commit fails answers OUTCOME_UNKNOWN too, and changes nothing.
-#[tokio::test]
-async fn check_06_member_change_commit_failure_outcome_unknown_http() -> Result<()> {
-    let (server, ua) = setup().await?;
+async fn check_06_member_change_commit_failure_outcome_unknown_http(
+    store: StoreKind,
+) -> Result<()> {
+    let (server, ua) = setup(store).await?;
     server.user_with_device("u-c").await;
-    let pool = server.store().pool();
-    let before = conv_state(pool).await?;
-    install_commit_failure(pool, None).await?;
+    let sql = server.sql();
+    let before = conv_state(sql).await?;
+    install_commit_failure(sql).await?;
     let r = ua
         .raw(Method::POST, &format!("/v1/conversations/{CONV}/members"))
         .json(&json!({"user_id": "u-c"}))
@@ -251,7 +315,7 @@ async fn check_06_member_change_commit_failure_outcome_unknown_http() -> Result<
         r.status,
         r.text
     );
-    ensure!(conv_state(pool).await? == before, "state moved");
+    ensure!(conv_state(sql).await? == before, "state moved");
     let view = ua.get_conversation(CONV).await?;
     let members: Vec<String> = view
         .members
@@ -263,16 +327,17 @@ async fn check_06_member_change_commit_failure_outcome_unknown_http() -> Result<
     Ok(())
 }
 
+test_on_both_stores!(check_06_failure_before_commit_answers_unavailable_http);
 /// A failure inside the insert, before the commit, answers 503 UNAVAILABLE and writes nothing;
 /// the retries of `send_with_retry` each fail the same way and write nothing either; after the
-/// repair the next send takes the seq the failed one would have had.
-#[tokio::test]
-async fn check_06_failure_before_commit_answers_unavailable_http() -> Result<()> {
-    let (server, ua) = setup().await?;
-    let pool = server.store().pool();
-    let before = conv_state(pool).await?;
+/// repair the next send takes the seq the failed one would have had. The number of attempts
+/// that reached the store is counted on PostgreSQL only (see the top of this file).
+async fn check_06_failure_before_commit_answers_unavailable_http(store: StoreKind) -> Result<()> {
+    let (server, ua) = setup(store).await?;
+    let sql = server.sql();
+    let before = conv_state(sql).await?;
     let log = log_json(&ua).await?;
-    install_insert_failure(pool).await?;
+    install_insert_failure(sql).await?;
 
     let r = raw_send(&ua, "m-2", "hello").await?;
     ensure!(
@@ -286,9 +351,11 @@ async fn check_06_failure_before_commit_answers_unavailable_http() -> Result<()>
         "store detail leaked: {}",
         r.text
     );
-    ensure!(conv_state(pool).await? == before, "state moved");
+    ensure!(conv_state(sql).await? == before, "state moved");
     ensure!(log_json(&ua).await? == log, "the log changed");
-    ensure!(runs(pool, "insert_failure_runs").await? == 1);
+    if let Sql::Postgres(pool) = sql {
+        ensure!(runs(pool, "insert_failure_runs").await? == 1);
+    }
 
     let e = ua
         .clone()
@@ -300,20 +367,16 @@ async fn check_06_failure_before_commit_answers_unavailable_http() -> Result<()>
         e.status() == Some(503) && e.code() == Some(code::UNAVAILABLE),
         "{e}"
     );
-    let n = runs(pool, "insert_failure_runs").await?;
-    ensure!(n == 4, "insert attempts: {n}");
-    ensure!(conv_state(pool).await? == before, "state moved");
+    if let Sql::Postgres(pool) = sql {
+        let n = runs(pool, "insert_failure_runs").await?;
+        ensure!(n == 4, "insert attempts: {n}");
+    }
+    ensure!(conv_state(sql).await? == before, "state moved");
 
-    sqlx::query("DROP TRIGGER fail_after_insert ON events")
-        .execute(pool)
-        .await?;
+    drop_trigger(sql, "fail_after_insert").await?;
     let ack = ua.send(CONV, "m-2", "hello").await?;
     ensure!(ack.seq == before.0 && !ack.dup, "after repair: {ack:?}");
-    let seqs: Vec<i64> =
-        sqlx::query_scalar("SELECT seq FROM events WHERE conv_id = $1 ORDER BY seq")
-            .bind(CONV)
-            .fetch_all(pool)
-            .await?;
+    let seqs = log_seqs(sql).await?;
     ensure!(seqs == vec![1, 2, 3, 4], "log: {seqs:?}");
     Ok(())
 }

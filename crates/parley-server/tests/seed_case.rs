@@ -8,9 +8,8 @@ use std::collections::HashSet;
 use anyhow::{ensure, Context, Result};
 use parley_client::{code, Client, Method, NewConversation, RawResponse};
 use parley_domain::Limits;
-use parley_testkit::{ServerConfig, TestServer};
+use parley_testkit::{test_on_both_stores, ServerConfig, Sql, StoreKind, TestServer};
 use serde_json::{json, Value};
-use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CONV: &str = "c-a";
@@ -35,8 +34,8 @@ struct Seed {
 }
 
 /// c-a created by u-a with u-b (join@1 u-a, join@2 u-b), then six messages of u-a: head 8.
-async fn seed() -> Result<Seed> {
-    let server = TestServer::start(teaching_config()).await;
+async fn seed(store: StoreKind) -> Result<Seed> {
+    let server = TestServer::start_on(store, teaching_config()).await;
     let ua = server.user_with_device("u-a").await;
     let ub = server.user_with_device("u-b").await;
     let uc = server.user_with_device("u-c").await;
@@ -54,14 +53,18 @@ async fn seed() -> Result<Seed> {
 }
 
 /// `(next_seq, count of events)` of c-a, read by SQL.
-async fn counter_and_rows(pool: &PgPool) -> Result<(i64, i64)> {
-    let next: i64 = sqlx::query_scalar("SELECT next_seq FROM conversations WHERE conv_id = $1")
-        .bind(CONV)
-        .fetch_one(pool)
+async fn counter_and_rows(sql: &Sql) -> Result<(i64, i64)> {
+    let next: i64 = sql
+        .one(
+            "SELECT next_seq FROM conversations WHERE conv_id = $1",
+            &[CONV.into()],
+        )
         .await?;
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = $1")
-        .bind(CONV)
-        .fetch_one(pool)
+    let rows: i64 = sql
+        .one(
+            "SELECT count(*) FROM events WHERE conv_id = $1",
+            &[CONV.into()],
+        )
         .await?;
     Ok((next, rows))
 }
@@ -99,12 +102,15 @@ fn seqs(page: &Value) -> Vec<i64> {
         .unwrap_or_default()
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_seed_m9_accepted_oversize_refused_and_pages_987_654
+);
 /// The accepted m-9, the refused 9-byte body, and both history pages of the seed.
-#[tokio::test]
-async fn check_seed_m9_accepted_oversize_refused_and_pages_987_654() -> Result<()> {
-    let Seed { server, ua, ub, .. } = seed().await?;
-    let pool = server.store().pool();
-    ensure!(counter_and_rows(pool).await? == (9, 8), "head is not 8");
+async fn check_seed_m9_accepted_oversize_refused_and_pages_987_654(store: StoreKind) -> Result<()> {
+    let Seed { server, ua, ub, .. } = seed(store).await?;
+    let sql = server.sql();
+    ensure!(counter_and_rows(sql).await? == (9, 8), "head is not 8");
 
     // "你好" is 6 UTF-8 bytes: exactly the limit.
     ensure!("你好".len() == 6 && "你好呀".len() == 9);
@@ -124,7 +130,7 @@ async fn check_seed_m9_accepted_oversize_refused_and_pages_987_654() -> Result<(
         .as_str()
         .context("m-9 ack without message_id")?
         .to_owned();
-    ensure!(counter_and_rows(pool).await? == (10, 9));
+    ensure!(counter_and_rows(sql).await? == (10, 9));
     let log_after_m9 = log_json(&ua).await?;
 
     // "你好呀" is 9 bytes: 413 BODY_TOO_LARGE, under a fresh request key and under m-9 alike
@@ -143,7 +149,7 @@ async fn check_seed_m9_accepted_oversize_refused_and_pages_987_654() -> Result<(
             r.text
         );
         ensure!(
-            counter_and_rows(pool).await? == (10, 9),
+            counter_and_rows(sql).await? == (10, 9),
             "a refused body wrote something"
         );
         ensure!(log_json(&ua).await? == log_after_m9, "the log changed");
@@ -199,15 +205,18 @@ async fn check_seed_m9_accepted_oversize_refused_and_pages_987_654() -> Result<(
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_seed_non_member_answer_equals_unknown_conversation
+);
 /// u-c, logged in but not a member, gets from c-a byte for byte what anyone gets from a
 /// conversation that does not exist, on send, events and get conversation.
-#[tokio::test]
-async fn check_seed_non_member_answer_equals_unknown_conversation() -> Result<()> {
-    let Seed { server, ua, uc, .. } = seed().await?;
+async fn check_seed_non_member_answer_equals_unknown_conversation(store: StoreKind) -> Result<()> {
+    let Seed { server, ua, uc, .. } = seed(store).await?;
     let m9 = ua.send(CONV, "m-9", "你好").await?;
     ensure!(m9.seq == 9);
-    let pool = server.store().pool();
-    let before = counter_and_rows(pool).await?;
+    let sql = server.sql();
+    let before = counter_and_rows(sql).await?;
 
     let send_body = json!({"client_msg_id": "m-9", "body": "你好"}).to_string();
     let probes: Vec<(Method, String, Option<String>)> = vec![
@@ -249,18 +258,21 @@ async fn check_seed_non_member_answer_equals_unknown_conversation() -> Result<()
         );
     }
     ensure!(
-        counter_and_rows(pool).await? == before,
+        counter_and_rows(sql).await? == before,
         "u-c's probes wrote something"
     );
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_seed_replay_mismatch_and_sender_field
+);
 /// An identical retry of m-9 is answered from the log; a changed body under m-9 is a mismatch;
 /// a request naming a sender is refused. None of them writes.
-#[tokio::test]
-async fn check_seed_replay_mismatch_and_sender_field() -> Result<()> {
-    let Seed { server, ua, .. } = seed().await?;
-    let pool = server.store().pool();
+async fn check_seed_replay_mismatch_and_sender_field(store: StoreKind) -> Result<()> {
+    let Seed { server, ua, .. } = seed(store).await?;
+    let sql = server.sql();
     let first = ua.send(CONV, "m-9", "你好").await?;
     ensure!(first.seq == 9 && !first.dup, "m-9: {first:?}");
     let log = log_json(&ua).await?;
@@ -298,7 +310,7 @@ async fn check_seed_replay_mismatch_and_sender_field() -> Result<()> {
     );
 
     ensure!(
-        counter_and_rows(pool).await? == (10, 9),
+        counter_and_rows(sql).await? == (10, 9),
         "something was written"
     );
     ensure!(log_json(&ua).await? == log, "the log changed");
@@ -329,12 +341,15 @@ fn padded_send(key: &str, total: usize) -> Vec<u8> {
     s.into_bytes()
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_seed_request_over_4096_bytes_refused
+);
 /// 4097 bytes of an otherwise valid request: 413 REQUEST_TOO_LARGE and nothing written, also
 /// when the body arrives chunked without a length; 4096 bytes are accepted.
-#[tokio::test]
-async fn check_seed_request_over_4096_bytes_refused() -> Result<()> {
-    let Seed { server, ua, .. } = seed().await?;
-    let pool = server.store().pool();
+async fn check_seed_request_over_4096_bytes_refused(store: StoreKind) -> Result<()> {
+    let Seed { server, ua, .. } = seed(store).await?;
+    let sql = server.sql();
     let m9 = ua.send(CONV, "m-9", "你好").await?;
     ensure!(m9.seq == 9);
     let log = log_json(&ua).await?;
@@ -347,7 +362,7 @@ async fn check_seed_request_over_4096_bytes_refused() -> Result<()> {
         r.text
     );
     ensure!(
-        counter_and_rows(pool).await? == (10, 9),
+        counter_and_rows(sql).await? == (10, 9),
         "something was written"
     );
 
@@ -364,7 +379,7 @@ async fn check_seed_request_over_4096_bytes_refused() -> Result<()> {
         "chunked 4097 bytes: {status} {text}"
     );
     ensure!(
-        counter_and_rows(pool).await? == (10, 9),
+        counter_and_rows(sql).await? == (10, 9),
         "something was written"
     );
     ensure!(log_json(&ua).await? == log, "the log changed");
@@ -409,33 +424,37 @@ async fn chunked_post(
     Ok((status, text))
 }
 
+test_on_both_stores!(
+    #[tokio::test]
+    check_seed_log_stays_gapless_through_refusals
+);
 /// The seed's whole case in one log: after every refusal the seqs are still exactly 1..=head.
-#[tokio::test]
-async fn check_seed_log_stays_gapless_through_refusals() -> Result<()> {
-    let Seed { server, ua, ub, uc } = seed().await?;
+async fn check_seed_log_stays_gapless_through_refusals(store: StoreKind) -> Result<()> {
+    let Seed { server, ua, ub, uc } = seed(store).await?;
     ua.send(CONV, "m-9", "你好").await?;
     let _ = ua.send(CONV, "m-10", "你好呀").await;
     let _ = uc.send(CONV, "m-11", "hi").await;
     let _ = ua.send(CONV, "m-9", "other").await;
     let ack = ub.send(CONV, "m-1", "ok").await?;
     ensure!(ack.seq == 10 && !ack.dup, "u-b: {ack:?}");
-    let seqs: Vec<i64> =
-        sqlx::query_scalar("SELECT seq FROM events WHERE conv_id = $1 ORDER BY seq")
-            .bind(CONV)
-            .fetch_all(server.store().pool())
-            .await?;
+    let seqs: Vec<i64> = server
+        .sql()
+        .column(
+            "SELECT seq FROM events WHERE conv_id = $1 ORDER BY seq",
+            &[CONV.into()],
+        )
+        .await?;
     ensure!(seqs == (1..=10).collect::<Vec<i64>>(), "seqs: {seqs:?}");
-    let keys: HashSet<Option<String>> =
-        sqlx::query_scalar("SELECT client_msg_id FROM events WHERE conv_id = $1 AND kind = 'msg'")
-            .bind(CONV)
-            .fetch_all(server.store().pool())
-            .await?
-            .into_iter()
-            .collect();
+    let keys: HashSet<Option<String>> = server
+        .sql()
+        .column(
+            "SELECT client_msg_id FROM events WHERE conv_id = $1 AND kind = 'msg'",
+            &[CONV.into()],
+        )
+        .await?
+        .into_iter()
+        .collect();
     ensure!(keys.len() == 8, "distinct keys: {keys:?}");
-    ensure!(
-        counter_and_rows(server.store().pool()).await? == (11, 10),
-        "counter"
-    );
+    ensure!(counter_and_rows(server.sql()).await? == (11, 10), "counter");
     Ok(())
 }

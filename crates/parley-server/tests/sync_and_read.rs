@@ -6,18 +6,21 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use parley_client::{Method, NewConversation};
-use parley_testkit::{ServerConfig, TestServer};
+use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
 use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_07_epoch_invalidates_cursor
+);
 /// Bumping the epoch (the log was rebuilt) invalidates every cursor: events-after with the old
 /// epoch answers 409 EPOCH_CHANGED over HTTP and over WebSocket; without an epoch the answer
 /// carries the new one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_07_epoch_invalidates_cursor() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn check_07_epoch_invalidates_cursor(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     ana.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-e"))
         .await?;
@@ -30,8 +33,12 @@ async fn check_07_epoch_invalidates_cursor() -> Result<()> {
         page.head
     );
 
-    sqlx::query("UPDATE conversations SET epoch = epoch + 1 WHERE conv_id = 'c-e'")
-        .execute(server.store().pool())
+    server
+        .sql()
+        .execute(
+            "UPDATE conversations SET epoch = epoch + 1 WHERE conv_id = 'c-e'",
+            &[],
+        )
         .await?;
     let stale = ana.events_after("c-e", 2, None, Some(1)).await;
     ensure!(
@@ -58,11 +65,14 @@ async fn check_07_epoch_invalidates_cursor() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_09_read_reaches_other_devices
+);
 /// Marking read on one device reaches the user's other online devices as a `read` frame, and
 /// their views show the lower unread count; the marking device gets no frame of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_09_read_reaches_other_devices() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn check_09_read_reaches_other_devices(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let phone = server.user_with_device("u-ana").await;
     let laptop = server.device("u-ana", "laptop").await;
     let tablet = server.device("u-ana", "tablet").await;
@@ -107,10 +117,13 @@ async fn check_09_read_reaches_other_devices() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    sync_feed_over_http
+);
 /// The feed over HTTP: a token from one answer returns only later changes; a bad token is 400.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_feed_over_http() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn sync_feed_over_http(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     let ben = server.user_with_device("u-ben").await;
     for i in 1..=3 {

@@ -8,11 +8,13 @@ use std::time::Duration;
 use anyhow::{ensure, Result};
 use parley_client::NewConversation;
 use parley_domain::Limits;
-use parley_testkit::{ServerConfig, TestServer};
+use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::{json, Value};
 use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
+/// How long the slow consumer may take to be disconnected once the others got every push.
+const SLOW_DISCONNECT_WAIT: Duration = Duration::from_secs(20);
 
 fn send_frame(req_id: i64, conv: &str, key: &str, body: &str) -> Value {
     json!({"type": "send", "req_id": req_id, "conv_id": conv, "client_msg_id": key, "body": body})
@@ -24,11 +26,15 @@ async fn ready(ws: &mut Ws) -> Result<()> {
     Ok(())
 }
 
-/// While another transaction holds the conversation's row lock, the send cannot commit: neither
-/// its ack nor its push arrives. Both arrive once the lock is released.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_06_ack_after_commit() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_06_ack_after_commit
+);
+/// While another transaction holds the lock a write to the conversation needs (its row lock in
+/// PostgreSQL, the write lock in SQLite), the send cannot commit: neither its ack nor its push
+/// arrives. Both arrive once the lock is released.
+async fn check_06_ack_after_commit(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     server.user_with_device("u-ben").await;
     let ben = server.device("u-ben", "d2").await;
@@ -39,16 +45,13 @@ async fn check_06_ack_after_commit() -> Result<()> {
     ready(&mut sender).await?;
     ready(&mut watcher).await?;
 
-    let mut lock = server.store().pool().begin().await?;
-    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = 'c-1' FOR UPDATE")
-        .execute(&mut *lock)
-        .await?;
+    let lock = server.sql().hold_write_lock("c-1").await?;
     sender.send(send_frame(1, "c-1", "m-1", "hello")).await?;
     let early_ack = sender.next_json(Duration::from_millis(700)).await?;
     let early_push = watcher.next_json(Duration::from_millis(100)).await?;
     ensure!(early_ack.is_none(), "ack before commit: {early_ack:?}");
     ensure!(early_push.is_none(), "push before commit: {early_push:?}");
-    lock.commit().await?;
+    lock.release().await?;
 
     let ack = sender.next_of("ack", WAIT).await?;
     ensure!(
@@ -63,32 +66,34 @@ async fn check_06_ack_after_commit() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_06_retry_after_lost_ack
+);
 /// The connection drops between commit and ack: the retry with the same client_msg_id answers
 /// dup=true with the original seq, and the log holds one event.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_06_retry_after_lost_ack() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn check_06_retry_after_lost_ack(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     ana.create_conversation(&NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"))
         .await?;
     let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
     ready(&mut ws).await?;
-    let mut lock = server.store().pool().begin().await?;
-    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = 'c-1' FOR UPDATE")
-        .execute(&mut *lock)
-        .await?;
+    let lock = server.sql().hold_write_lock("c-1").await?;
     ws.send(send_frame(1, "c-1", "m-1", "hello")).await?;
     tokio::time::sleep(Duration::from_millis(200)).await;
     drop(ws); // the ack can no longer arrive
-    lock.commit().await?;
+    lock.release().await?;
     // The send commits on the server although its client is gone.
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'",
-        )
-        .fetch_one(server.store().pool())
-        .await?;
+        let n: i64 = server
+            .sql()
+            .one(
+                "SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'",
+                &[],
+            )
+            .await?;
         if n == 1 {
             break;
         }
@@ -102,19 +107,25 @@ async fn check_06_retry_after_lost_ack() -> Result<()> {
     ws.send(send_frame(2, "c-1", "m-1", "hello")).await?;
     let ack = ws.next_of("ack", WAIT).await?;
     ensure!(ack["dup"] == true && ack["seq"] == 2, "retry ack {ack}");
-    let n: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'")
-            .fetch_one(server.store().pool())
-            .await?;
+    let n: i64 = server
+        .sql()
+        .one(
+            "SELECT count(*) FROM events WHERE conv_id = 'c-1' AND kind = 'msg'",
+            &[],
+        )
+        .await?;
     ensure!(n == 1, "events after retry: {n}");
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_06_push_to_all_devices
+);
 /// A committed event reaches every online device of every member, the sender's other devices
 /// included; a leaver's devices get their own leave event and nothing after it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_06_push_to_all_devices() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn check_06_push_to_all_devices(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana1 = server.user_with_device("u-ana").await;
     let ana2 = server.device("u-ana", "d2").await;
     let ben = server.user_with_device("u-ben").await;
@@ -158,10 +169,13 @@ async fn check_06_push_to_all_devices() -> Result<()> {
 const SLOW_TEST_MESSAGES: usize = 400;
 const SLOW_TEST_BODY_BYTES: usize = 60 * 1024;
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_06_slow_consumer_isolated
+);
 /// A client that never reads fills its bounded queue and is disconnected; another client's
 /// deliveries are complete and in order meanwhile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_06_slow_consumer_isolated() -> Result<()> {
+async fn check_06_slow_consumer_isolated(store: StoreKind) -> Result<()> {
     let config = ServerConfig {
         limits: Limits {
             body_bytes_max: SLOW_TEST_BODY_BYTES,
@@ -170,7 +184,7 @@ async fn check_06_slow_consumer_isolated() -> Result<()> {
         outbound_queue_len_max: 8,
         ..ServerConfig::default()
     };
-    let server = TestServer::start(config).await;
+    let server = TestServer::start_on(store, config).await;
     let ana = server.user_with_device("u-ana").await;
     let fast = server.user_with_device("u-fast").await;
     let slow = server.user_with_device("u-slow").await;
@@ -200,13 +214,15 @@ async fn check_06_slow_consumer_isolated() -> Result<()> {
         "the fast client's pushes were not complete and in order"
     );
 
-    // The slow client was disconnected: its route is gone while it still has not read.
-    let deadline = tokio::time::Instant::now() + WAIT;
+    // The slow client was disconnected: its route is gone while it still has not read. The
+    // bound is generous because the route's release is a write that queues behind the sends on
+    // a loaded machine (one writer on the embedded store).
+    let deadline = tokio::time::Instant::now() + SLOW_DISCONNECT_WAIT;
     loop {
-        let routes: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM routes WHERE user_id = 'u-slow'")
-                .fetch_one(server.store().pool())
-                .await?;
+        let routes: i64 = server
+            .sql()
+            .one("SELECT count(*) FROM routes WHERE user_id = 'u-slow'", &[])
+            .await?;
         if routes == 0 {
             break;
         }

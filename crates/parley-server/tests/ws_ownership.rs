@@ -6,26 +6,30 @@ use std::time::Duration;
 
 use anyhow::{ensure, Result};
 use parley_domain::{DeviceId, UserId};
-use parley_store::{Route, Store};
-use parley_testkit::{ServerConfig, TestServer};
+use parley_store::Route;
+use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
 use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 
 async fn route_conn(server: &TestServer, user: &str) -> Result<Option<String>> {
-    Ok(
-        sqlx::query_scalar("SELECT conn_id FROM routes WHERE user_id = $1 AND device_id = 'd1'")
-            .bind(user)
-            .fetch_optional(server.store().pool())
-            .await?,
-    )
+    Ok(server
+        .sql()
+        .optional(
+            "SELECT conn_id FROM routes WHERE user_id = $1 AND device_id = 'd1'",
+            &[user.into()],
+        )
+        .await?)
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_05_kick_old_connection
+);
 /// A newer connection of the same device closes the older one with `kicked` and 4001.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_05_kick_old_connection() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn check_05_kick_old_connection(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     let mut old = Ws::connect(server.base_url(), ana.token()).await?;
     old.send(json!({"type": "ping", "req_id": 1})).await?;
@@ -45,11 +49,14 @@ async fn check_05_kick_old_connection() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_05_old_cleanup_keeps_new_route
+);
 /// The old connection's cleanup keeps the new connection's route (P9), both through the
 /// gateway and at the store's compare-and-delete.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn check_05_old_cleanup_keeps_new_route(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     let mut old = Ws::connect(server.base_url(), ana.token()).await?;
     old.send(json!({"type": "ping", "req_id": 1})).await?;
@@ -88,8 +95,12 @@ async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
         conn_id: "c-new".into(),
     };
     server.store().claim_route(&route).await?;
-    sqlx::query("DELETE FROM routes WHERE user_id = 'u-ana' AND device_id = 'd1'")
-        .execute(server.store().pool())
+    server
+        .sql()
+        .execute(
+            "DELETE FROM routes WHERE user_id = 'u-ana' AND device_id = 'd1'",
+            &[],
+        )
         .await?;
     ensure!(
         route_conn(&server, "u-ana").await?.is_none(),
@@ -99,10 +110,13 @@ async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_05_revoked_token_closes_socket
+);
 /// Revoking a device's token closes its sockets with 4003.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_05_revoked_token_closes_socket() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn check_05_revoked_token_closes_socket(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
     ws.send(json!({"type": "ping", "req_id": 1})).await?;

@@ -7,17 +7,20 @@ use std::time::Duration;
 use anyhow::{ensure, Result};
 use parley_client::NewConversation;
 use parley_domain::Limits;
-use parley_testkit::{ServerConfig, TestServer};
+use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    bad_frames_answer_errors_and_keep_the_connection
+);
 /// A malformed or unknown frame answers an error frame and the connection stays open.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_frames_answer_errors_and_keep_the_connection() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn bad_frames_answer_errors_and_keep_the_connection(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
     ws.send_raw(Message::Text("{not json".into())).await?;
@@ -52,9 +55,12 @@ async fn bad_frames_answer_errors_and_keep_the_connection() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    oversized_frame_closes_with_1009
+);
 /// A frame over MAX_REQUEST_BYTES closes the connection with 1009.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oversized_frame_closes_with_1009() -> Result<()> {
+async fn oversized_frame_closes_with_1009(store: StoreKind) -> Result<()> {
     let config = ServerConfig {
         limits: Limits {
             body_bytes_max: 64,
@@ -62,7 +68,7 @@ async fn oversized_frame_closes_with_1009() -> Result<()> {
         },
         ..ServerConfig::default()
     };
-    let server = TestServer::start(config).await;
+    let server = TestServer::start_on(store, config).await;
     let ana = server.user_with_device("u-ana").await;
     let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
     let big = json!({"type": "ping", "req_id": "x".repeat(4096)});
@@ -72,10 +78,13 @@ async fn oversized_frame_closes_with_1009() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    upgrade_needs_a_valid_token
+);
 /// A bad or missing token answers 401 and no upgrade; the browser query token works.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upgrade_needs_a_valid_token() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn upgrade_needs_a_valid_token(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     let bad = Ws::connect(server.base_url(), "pd_nope").await;
     ensure!(
@@ -101,11 +110,14 @@ async fn upgrade_needs_a_valid_token() -> Result<()> {
     Ok(())
 }
 
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    sync_and_read_frames
+);
 /// `sync` answers the events-after page; `read` answers the position and tells the user's
 /// other devices.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_and_read_frames() -> Result<()> {
-    let server = TestServer::start(ServerConfig::default()).await;
+async fn sync_and_read_frames(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
     let ana1 = server.user_with_device("u-ana").await;
     let ana2 = server.device("u-ana", "d2").await;
     server.user_with_device("u-ben").await;

@@ -1,11 +1,13 @@
 //! The authoritative store of Parley. This is the only crate that speaks SQL.
 //!
-//! [`Store`] is the storage-neutral contract; [`pg::PgStore`] implements it on PostgreSQL.
-//! Every per-conversation write serialises on that conversation's row lock; nothing else
-//! serialises globally.
+//! [`Store`] is the storage-neutral contract; [`pg::PgStore`] implements it on PostgreSQL and
+//! [`sqlite::SqliteStore`] on an embedded SQLite file. In PostgreSQL every per-conversation write
+//! serialises on that conversation's row lock and nothing else serialises globally; SQLite has
+//! one writer, so there every write serialises.
 
 pub mod error;
 pub mod pg;
+pub mod sqlite;
 mod store;
 pub mod token;
 mod types;

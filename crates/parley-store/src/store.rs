@@ -1,6 +1,7 @@
 //! The storage-neutral contract.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 
 use crate::error::StoreError;
@@ -87,10 +88,39 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<EventsPage, StoreError>;
 
+    /// The recall of SPEC §4, in one transaction under the conversation's lock: appends a
+    /// `recall` event and erases the target's body. `actor` needs an open period (`NotMember`),
+    /// `target_seq` must be a `msg` the actor can see (`NotFound`), sent by the actor
+    /// (`NotSender`), and created at most `recall_window_ms` before `now`
+    /// (`RecallWindowExpired`). A message already recalled answers its existing recall, even
+    /// after the window.
+    async fn recall(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target_seq: i64,
+        now: DateTime<Utc>,
+    ) -> Result<RecallOutcome, StoreError>;
+
     /// Moves `user`'s read position to `max(read_seq, min(seq, head))` (P8) and answers the
     /// resulting position. `NotMember` unless the user ever had a period.
     async fn mark_read(&self, conv_id: &ConvId, user: &UserId, seq: i64)
         -> Result<i64, StoreError>;
+
+    // Retention (SPEC §4, purge).
+    /// One round of the retention purge: for each conversation whose oldest event is older
+    /// than its `retention_ms` at `now`, deletes at most `batch_events_max` events in seq
+    /// order, raises `min_seq` past them and moves the request keys of purged messages into
+    /// the tombstones (stamped `now`), in one short transaction per conversation. A
+    /// conversation whose lock is held is skipped, never waited for.
+    async fn purge_batch(
+        &self,
+        now: DateTime<Utc>,
+        batch_events_max: u32,
+    ) -> Result<PurgeReport, StoreError>;
+    /// Deletes the tombstones purged before `older_than` and answers how many. A request key
+    /// whose tombstone expired is free again.
+    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError>;
 
     // Realtime support for gateways.
     /// Registers a gateway or renews its lease until now + `lease_ms`.

@@ -110,12 +110,59 @@ pub struct Route {
     pub conn_id: String,
 }
 
-/// The current members of a conversation as of `head`.
+/// The current members of a conversation as of `head`, with how its events are delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberSnapshot {
     pub head: i64,
     /// Each current member with the first seq of their open period.
     pub members: Vec<(UserId, i64)>,
+    pub delivery_mode: DeliveryMode,
+    /// Member count at which this `push` group becomes `pull` (SPEC §8); `None` when the mode
+    /// cannot change any more (chosen at creation, a direct chat, or already `pull`). A gateway
+    /// applies the same rule to the joins it sees, so it never asks the store per event.
+    pub pull_threshold: Option<u32>,
+}
+
+impl MemberSnapshot {
+    /// The delivery mode after a join brought the member count to `members`: the store's own
+    /// switching rule, so a gateway's cache follows the log without a query.
+    pub fn mode_after_join(
+        mode: DeliveryMode,
+        pull_threshold: Option<u32>,
+        members: usize,
+    ) -> DeliveryMode {
+        match (mode, pull_threshold) {
+            (DeliveryMode::Push, Some(t)) if members >= t as usize => DeliveryMode::Pull,
+            _ => mode,
+        }
+    }
+}
+
+/// The answer to a recall (SPEC §4).
+#[derive(Debug, Clone)]
+pub struct RecallOutcome {
+    /// The recall event this call committed; `None` when the message was already recalled and
+    /// the answer is the existing recall.
+    pub event: Option<Event>,
+    /// The seq of the recall event.
+    pub seq: i64,
+    /// The seq of the recalled message.
+    pub target_seq: i64,
+}
+
+/// What one call of the retention purge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Conversations whose log was cut.
+    pub conversations: u64,
+    pub events_deleted: u64,
+    /// Request keys of purged messages moved to the tombstones.
+    pub tombstones_written: u64,
+    /// Conversations skipped because a write held their lock; a later call retries them.
+    pub conversations_busy: u64,
+    /// True when events past retention may remain: a conversation's batch was full, or more
+    /// conversations were due than one call takes.
+    pub more: bool,
 }
 
 /// The answer of the sync feed: the changed conversations and the token of the next call.

@@ -4,13 +4,18 @@ mod contract;
 
 use std::sync::Arc;
 
+use anyhow::ensure;
 use anyhow::Result;
+use parley_store::pg::PgStore;
 use parley_store::Store;
 use parley_testkit::TestDb;
 
 async fn store() -> Arc<dyn Store> {
-    let db = TestDb::create().await;
-    Arc::new(db.store().await)
+    Arc::new(pg().await)
+}
+
+async fn pg() -> PgStore {
+    TestDb::create().await.store().await
 }
 
 #[tokio::test]
@@ -51,6 +56,165 @@ async fn check_08_leave_closes_interval() -> Result<()> {
 #[tokio::test]
 async fn history_pages_9_8_7_then_6_5_4() -> Result<()> {
     contract::history_pages(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_09_read_position_monotonic() -> Result<()> {
+    contract::read_position_monotonic(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
+    contract::old_cleanup_keeps_new_route(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_11_periods_bound_reads() -> Result<()> {
+    contract::periods_bound_reads(&*store().await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_conversations_gapless() -> Result<()> {
+    contract::many_conversations_gapless(store().await).await
+}
+
+#[tokio::test]
+async fn tokens_revoke() -> Result<()> {
+    contract::tokens_revoke(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_08_threshold_switches_to_pull() -> Result<()> {
+    contract::threshold_switches_to_pull(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_08_member_cannot_remove_others() -> Result<()> {
+    contract::member_cannot_remove_others(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_11_recall_window() -> Result<()> {
+    contract::recall_window(&*store().await).await
+}
+
+/// Besides the contract, the stored row itself: no body, a recall time, the fingerprint kept.
+#[tokio::test]
+async fn check_11_recall_erases_body() -> Result<()> {
+    let pg = pg().await;
+    let (conv, seq) = contract::recall_erases_body(&pg).await?;
+    let (body, recalled, hash): (Option<String>, bool, Option<String>) = sqlx::query_as(
+        "SELECT body, recalled_at IS NOT NULL, request_hash FROM events WHERE conv_id = $1 AND seq = $2",
+    )
+    .bind(conv.as_str())
+    .bind(seq)
+    .fetch_one(pg.pool())
+    .await?;
+    ensure!(
+        body.is_none(),
+        "the stored body survived the recall: {body:?}"
+    );
+    ensure!(recalled, "recalled_at is not set");
+    ensure!(hash.is_some(), "the request hash was erased too");
+    Ok(())
+}
+
+#[tokio::test]
+async fn check_11_recall_idempotent() -> Result<()> {
+    contract::recall_idempotent(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_11_purge_advances_min_seq() -> Result<()> {
+    contract::purge_advances_min_seq(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_11_retry_after_purge_hits_tombstone() -> Result<()> {
+    contract::retry_after_purge_hits_tombstone(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_11_tombstone_expiry() -> Result<()> {
+    contract::tombstone_expiry(&*store().await).await
+}
+
+/// How long a purge round may take while another transaction holds one conversation's lock:
+/// far less than any lock wait would last.
+const PURGE_BUSY_ROUND_MS_MAX: u64 = 2_000;
+
+/// The purge never waits behind a busy conversation: while a transaction holds `c-busy`'s row
+/// lock (as a send does), a round skips it, reports it busy, and still purges `c-free`; the
+/// next round, after the lock is gone, purges `c-busy`.
+#[tokio::test]
+async fn check_11_purge_never_waits_for_a_busy_conversation() -> Result<()> {
+    use chrono::Duration;
+    use parley_domain::ConvKind;
+
+    let pg = pg().await;
+    let ana = contract::user(&pg, "u-ana").await?;
+    let mut ids = Vec::new();
+    for name in ["c-busy", "c-free"] {
+        let mut req = contract::new_conv(&ana, ConvKind::Group, Some(name), &[]);
+        req.retention_ms = Some(1_000);
+        let conv = pg.create_conversation(&req).await?.conv_id;
+        contract::send(&pg, &conv, &ana, "m-1", "x").await?;
+        ids.push(conv);
+    }
+    let now = chrono::Utc::now() + Duration::seconds(10);
+
+    let mut lock = pg.pool().begin().await?;
+    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = 'c-busy' FOR UPDATE")
+        .execute(&mut *lock)
+        .await?;
+    let round = tokio::time::timeout(
+        std::time::Duration::from_millis(PURGE_BUSY_ROUND_MS_MAX),
+        pg.purge_batch(now, 500),
+    )
+    .await;
+    let Ok(report) = round else {
+        anyhow::bail!("the purge waited for the busy conversation's lock");
+    };
+    let report = report?;
+    ensure!(
+        (
+            report.conversations,
+            report.conversations_busy,
+            report.events_deleted
+        ) == (1, 1, 2),
+        "round with c-busy locked: {report:?}"
+    );
+    let busy_min: i64 =
+        sqlx::query_scalar("SELECT min_seq FROM conversations WHERE conv_id = 'c-busy'")
+            .fetch_one(pg.pool())
+            .await?;
+    ensure!(
+        busy_min == 1,
+        "c-busy was cut while locked: min_seq {busy_min}"
+    );
+    lock.commit().await?;
+
+    let report = pg.purge_batch(now, 500).await?;
+    ensure!(
+        (
+            report.conversations,
+            report.conversations_busy,
+            report.events_deleted
+        ) == (1, 0, 2),
+        "round after the lock: {report:?}"
+    );
+    for conv in &ids {
+        let (min, next): (i64, i64) =
+            sqlx::query_as("SELECT min_seq, next_seq FROM conversations WHERE conv_id = $1")
+                .bind(conv.as_str())
+                .fetch_one(pg.pool())
+                .await?;
+        ensure!(
+            min == next && min == 3,
+            "{conv}: min_seq {min} next_seq {next}"
+        );
+    }
+    Ok(())
 }
 
 #[tokio::test]

@@ -1,25 +1,100 @@
-//! A real Parley server for one test: its own database, the in-process bus, a port chosen by the
-//! OS on 127.0.0.1, and a random admin token. Nothing is global, so tests run in parallel.
+//! A real Parley server for one test: its own database (a fresh PostgreSQL database, or a fresh
+//! SQLite file in a temporary directory), the in-process bus, a port chosen by the OS on
+//! 127.0.0.1, and a random admin token. Nothing is global, so tests run in parallel.
 
+use std::fmt;
 use std::sync::Arc;
 
 use parley_bus::LocalBus;
 use parley_client::{AdminClient, Client};
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::PgStore;
+use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
+use tempfile::TempDir;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::TestDb;
+use crate::sql::Sql;
 
 /// Device id of the clients made by [`TestServer::user_with_device`].
 pub const TEST_DEVICE_ID: &str = "d1";
 
+/// Which store a test server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Postgres,
+    Sqlite,
+}
+
+impl fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Postgres => "postgres",
+            Self::Sqlite => "sqlite",
+        })
+    }
+}
+
+/// What holds the test's data: kept as long as the server.
+enum Backing {
+    Postgres {
+        db: TestDb,
+        store: PgStore,
+    },
+    /// The directory is removed when the server is dropped.
+    Sqlite {
+        _dir: TempDir,
+        store: SqliteStore,
+    },
+}
+
+/// A fresh, migrated store of `kind` and what keeps it alive.
+async fn fresh_store(kind: StoreKind) -> (Backing, Arc<dyn Store>, Sql) {
+    match kind {
+        StoreKind::Postgres => {
+            let db = TestDb::create().await;
+            let store = db.store().await;
+            let sql = Sql::Postgres(store.pool().clone());
+            (
+                Backing::Postgres {
+                    db,
+                    store: store.clone(),
+                },
+                Arc::new(store),
+                sql,
+            )
+        }
+        StoreKind::Sqlite => {
+            let dir = tempfile::tempdir()
+                .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
+            let store = SqliteStore::open_dir(dir.path())
+                .await
+                .unwrap_or_else(|e| panic!("cannot open the embedded store: {e}"));
+            if let Err(e) = store.migrate().await {
+                panic!("cannot migrate the embedded store: {e}");
+            }
+            let sql = Sql::open_sqlite(store.path())
+                .await
+                .unwrap_or_else(|e| panic!("cannot open a probe on the embedded store: {e}"));
+            (
+                Backing::Sqlite {
+                    _dir: dir,
+                    store: store.clone(),
+                },
+                Arc::new(store),
+                sql,
+            )
+        }
+    }
+}
+
 pub struct TestServer {
-    db: TestDb,
-    store: PgStore,
+    backing: Backing,
+    store: Arc<dyn Store>,
+    sql: Sql,
     bus: LocalBus,
     base_url: String,
     admin_token: String,
@@ -29,29 +104,37 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Starts a server with `config`. An empty `admin_token` (the default) is replaced by a
-    /// random one, so the admin endpoints are open to this test only.
+    /// Starts a server on PostgreSQL with `config`. An empty `admin_token` (the default) is
+    /// replaced by a random one, so the admin endpoints are open to this test only.
     ///
     /// # Panics
     /// When PostgreSQL is unreachable or the port cannot be bound.
     pub async fn start(config: ServerConfig) -> TestServer {
-        Self::start_wrapped(config, |pg| Arc::new(pg)).await
+        Self::start_on(StoreKind::Postgres, config).await
     }
 
-    /// Starts a server with the default configuration and a random admin token.
+    /// Starts a server on PostgreSQL with the default configuration and a random admin token.
     pub async fn start_default() -> TestServer {
         Self::start(ServerConfig::default()).await
     }
 
-    /// Like [`TestServer::start`], with the store the server uses built by `wrap` from the
-    /// test's PostgreSQL store, e.g. to inject failures in front of it. [`TestServer::store`]
-    /// still reaches the database directly.
+    /// Starts a server on a fresh store of `kind` with `config`.
+    ///
+    /// # Panics
+    /// When the store cannot be created or the port cannot be bound.
+    pub async fn start_on(kind: StoreKind, config: ServerConfig) -> TestServer {
+        Self::start_wrapped(kind, config, |store| store).await
+    }
+
+    /// Like [`TestServer::start_on`], with the store the server uses built by `wrap` from the
+    /// test's store, e.g. to inject failures in front of it. [`TestServer::store`] still
+    /// reaches the store directly.
     pub async fn start_wrapped(
+        kind: StoreKind,
         mut config: ServerConfig,
-        wrap: impl FnOnce(PgStore) -> Arc<dyn Store>,
+        wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
     ) -> TestServer {
-        let db = TestDb::create().await;
-        let store = db.store().await;
+        let (backing, store, sql) = fresh_store(kind).await;
         let bus = LocalBus::new();
         if config.admin_token.is_empty() {
             config.admin_token = random_admin_token();
@@ -77,8 +160,9 @@ impl TestServer {
         let admin = AdminClient::new(&base_url, &admin_token)
             .unwrap_or_else(|e| panic!("cannot build admin client for {base_url}: {e}"));
         TestServer {
-            db,
+            backing,
             store,
+            sql,
             bus,
             base_url,
             admin_token,
@@ -102,13 +186,53 @@ impl TestServer {
         self.admin.clone()
     }
 
-    pub fn db(&self) -> &TestDb {
-        &self.db
+    /// Which store the server runs on.
+    pub fn kind(&self) -> StoreKind {
+        self.sql.kind()
     }
 
-    /// The server's PostgreSQL store, for direct SQL through [`PgStore::pool`].
-    pub fn store(&self) -> &PgStore {
+    /// The server's store, reached directly (not through any wrapper of `start_wrapped`).
+    pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Direct SQL on the server's database, whichever the store.
+    pub fn sql(&self) -> &Sql {
+        &self.sql
+    }
+
+    /// The test database of a server on PostgreSQL.
+    ///
+    /// # Panics
+    /// On the embedded store: a test that needs PostgreSQL starts its server with
+    /// [`TestServer::start`].
+    pub fn db(&self) -> &TestDb {
+        match &self.backing {
+            Backing::Postgres { db, .. } => db,
+            Backing::Sqlite { .. } => panic!("this test server runs on SQLite, not PostgreSQL"),
+        }
+    }
+
+    /// The PostgreSQL store of a server on PostgreSQL, for PostgreSQL-only checks.
+    ///
+    /// # Panics
+    /// On the embedded store.
+    pub fn pg_store(&self) -> &PgStore {
+        match &self.backing {
+            Backing::Postgres { store, .. } => store,
+            Backing::Sqlite { .. } => panic!("this test server runs on SQLite, not PostgreSQL"),
+        }
+    }
+
+    /// The SQLite store of a server on the embedded store.
+    ///
+    /// # Panics
+    /// On PostgreSQL.
+    pub fn sqlite_store(&self) -> &SqliteStore {
+        match &self.backing {
+            Backing::Sqlite { store, .. } => store,
+            Backing::Postgres { .. } => panic!("this test server runs on PostgreSQL, not SQLite"),
+        }
     }
 
     /// The bus the server announces committed events on; subscribe to watch them.

@@ -1,4 +1,4 @@
-//! The command line: `parley serve` and `parley migrate`. Every serve flag can also be set by
+//! The command line: `parley serve`, `parley migrate` and `parley bench`. Every serve flag can also be set by
 //! the environment variable `PARLEY_<NAME>` (SPEC §6, configuration).
 
 use std::net::SocketAddr;
@@ -16,10 +16,10 @@ pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 pub const DATA_DIR_DEFAULT: &str = "./parley-data";
 /// Default number of PostgreSQL connections of one server process.
 pub const POOL_SIZE_DEFAULT: u32 = 16;
-/// Default interval between two runs of the retention purge.
-pub const PURGE_INTERVAL_MS_DEFAULT: u64 = 60_000;
-/// Default time a purged request key stays answerable: seven days.
-pub const TOMBSTONE_TTL_MS_DEFAULT: u64 = 7 * 24 * 60 * 60 * 1000;
+pub use parley_server::config::{
+    HINT_INTERVAL_MS_DEFAULT, HINT_INTERVAL_MS_MAX, PURGE_INTERVAL_MS_DEFAULT,
+    TOMBSTONE_TTL_MS_DEFAULT,
+};
 /// Default time a silent WebSocket connection is kept open.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 
@@ -58,15 +58,17 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_LISTEN", default_value = LISTEN_DEFAULT)]
     pub listen: SocketAddr,
 
-    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley.
+    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley; absent: the embedded
+    /// store in --data-dir.
     #[arg(long, env = "PARLEY_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
-    /// Directory of the embedded store, used when no database URL is given.
+    /// Directory of the embedded store and of the generated admin token; created if missing.
     #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
     pub data_dir: PathBuf,
 
-    /// Secret for the /v1/admin endpoints.
+    /// Secret for the /v1/admin endpoints; absent: generated at the first start, printed once
+    /// and kept in --data-dir.
     #[arg(long, env = "PARLEY_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
@@ -93,6 +95,10 @@ pub struct ServeArgs {
     /// How long the request key of a purged message stays answerable.
     #[arg(long, env = "PARLEY_TOMBSTONE_TTL_MS", default_value_t = TOMBSTONE_TTL_MS_DEFAULT)]
     pub tombstone_ttl_ms: u64,
+
+    /// Interval over which hints of a pull conversation are coalesced per device (at most 250).
+    #[arg(long, env = "PARLEY_HINT_INTERVAL_MS", default_value_t = HINT_INTERVAL_MS_DEFAULT)]
+    pub hint_interval_ms: u64,
 
     /// Name of this gateway among several.
     #[arg(long, env = "PARLEY_GATEWAY_ID")]
@@ -129,9 +135,13 @@ pub struct ServeArgs {
 
 #[derive(Args)]
 pub struct MigrateArgs {
-    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley.
+    /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley; absent: the embedded store.
     #[arg(long, env = "PARLEY_DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
+    pub database_url: Option<String>,
+
+    /// Directory of the embedded store, used when no database URL is given.
+    #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
+    pub data_dir: PathBuf,
 }
 
 #[cfg(test)]
@@ -155,6 +165,7 @@ mod tests {
         assert_eq!(args.pull_threshold, 500);
         assert_eq!(args.purge_interval_ms, 60_000);
         assert_eq!(args.tombstone_ttl_ms, 604_800_000);
+        assert_eq!(args.hint_interval_ms, 100);
         assert_eq!(args.idle_timeout_ms, 60_000);
         assert_eq!(args.pool_size, 16);
         assert_eq!(args.bus, BusKind::Local);

@@ -3,6 +3,7 @@
 
 mod bench;
 mod cli;
+mod data_dir;
 mod migrate;
 mod serve;
 mod shutdown;

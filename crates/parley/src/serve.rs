@@ -1,5 +1,10 @@
-//! `parley serve`: connect the store, apply the schema, serve HTTP until ctrl-c or SIGTERM.
+//! `parley serve`: open the store, apply the schema, serve HTTP until ctrl-c or SIGTERM.
+//!
+//! With `--database-url` the store is PostgreSQL; without it, the embedded SQLite store in
+//! `--data-dir`. Without `--admin-token` the admin token is the one kept in the data directory,
+//! generated and printed once at the first start.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
@@ -8,39 +13,33 @@ use parley_domain::Limits;
 use parley_server::config::generated_gateway_id;
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::{CancellationToken, PgBus, PgStore};
+use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
 use tokio::net::TcpListener;
 
-use crate::cli::{
-    BusKind, ServeArgs, DATA_DIR_DEFAULT, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT,
-};
+use crate::cli::{BusKind, ServeArgs, HINT_INTERVAL_MS_MAX};
+use crate::data_dir::{self, TokenSource};
 use crate::shutdown::shutdown_signal;
 
-/// Example shown when no database URL is given.
-const DATABASE_URL_EXAMPLE: &str = "postgres://postgres@127.0.0.1:5432/parley";
-
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let Some(database_url) = args.database_url.as_deref() else {
-        bail!(
-            "no --database-url (PARLEY_DATABASE_URL) given: the embedded store is not available \
-             yet, so Parley needs PostgreSQL, e.g. --database-url {DATABASE_URL_EXAMPLE}"
-        );
-    };
-    let config = server_config(&args)?;
+    if args.bus == BusKind::Postgres && args.database_url.is_none() {
+        bail!("--bus postgres needs PostgreSQL: give --database-url (PARLEY_DATABASE_URL)");
+    }
     if args.bus == BusKind::Nats {
         bail!(
             "--bus nats is not available yet; use --bus local (one node) or --bus postgres \
              (a few nodes on one database)"
         );
     }
+    let admin_token = resolve_admin_token(&args)?;
+    let config = server_config(&args, admin_token)?;
     let ignored = not_yet_in_effect(&args);
     if !ignored.is_empty() {
         tracing::warn!(flags = ?ignored, "these settings are accepted but not in effect yet");
     }
 
-    let store = PgStore::connect(database_url, args.pool_size)
-        .await
-        .context("cannot connect to PostgreSQL")?;
+    let opened = open_store(args.database_url.as_deref(), &args.data_dir, args.pool_size).await?;
+    let store = opened.store();
     if args.no_migrate {
         tracing::info!("schema migration skipped (--no-migrate)");
     } else {
@@ -49,22 +48,22 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     let bus_stop = CancellationToken::new();
-    let pg_bus = match args.bus {
-        BusKind::Postgres => {
+    let pg_bus = match (&opened, args.bus) {
+        (OpenedStore::Postgres(pg), BusKind::Postgres) => {
             let gateway_id = config.gateway_id.clone();
-            let bus = PgBus::start(store.pool().clone(), gateway_id, bus_stop.clone())
+            let bus = PgBus::start(pg.pool().clone(), gateway_id, bus_stop.clone())
                 .await
                 .context("cannot start the postgres event bus")?;
             Some(bus)
         }
-        BusKind::Local | BusKind::Nats => None,
+        _ => None,
     };
     let bus: Arc<dyn EventBus> = match &pg_bus {
         Some(pg_bus) => Arc::new(pg_bus.clone()),
         None => Arc::new(LocalBus::new()),
     };
 
-    let state = AppState::new(Arc::new(store), bus, config);
+    let state = AppState::new(store, bus, config);
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -82,16 +81,77 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The store a process opened: PostgreSQL, whose pool the PostgreSQL bus shares, or the
+/// embedded store.
+pub enum OpenedStore {
+    Postgres(PgStore),
+    Sqlite(SqliteStore),
+}
+
+impl OpenedStore {
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Self::Postgres(pg) => Arc::new(pg.clone()),
+            Self::Sqlite(sqlite) => Arc::new(sqlite.clone()),
+        }
+    }
+}
+
+/// PostgreSQL when a URL is given, else the embedded store in `data_dir` (created if missing).
+pub async fn open_store(
+    database_url: Option<&str>,
+    data_dir: &Path,
+    pool_size: u32,
+) -> anyhow::Result<OpenedStore> {
+    match database_url {
+        Some(url) => {
+            let store = PgStore::connect(url, pool_size)
+                .await
+                .context("cannot connect to PostgreSQL")?;
+            tracing::info!("store: PostgreSQL");
+            Ok(OpenedStore::Postgres(store))
+        }
+        None => {
+            data_dir::ensure_dir(data_dir)?;
+            let store = SqliteStore::open_dir(data_dir).await.with_context(|| {
+                format!("cannot open the embedded store in {}", data_dir.display())
+            })?;
+            tracing::info!(path = %store.path().display(), "store: embedded SQLite");
+            Ok(OpenedStore::Sqlite(store))
+        }
+    }
+}
+
+/// The admin token: the flag's, else the one kept in the data directory, generated at the
+/// first start. A generated token is printed once, on standard output and never to the log.
+fn resolve_admin_token(args: &ServeArgs) -> anyhow::Result<String> {
+    if let Some(token) = &args.admin_token {
+        if token.is_empty() {
+            bail!("--admin-token (PARLEY_ADMIN_TOKEN) must not be empty");
+        }
+        return Ok(token.clone());
+    }
+    data_dir::ensure_dir(&args.data_dir)?;
+    let (token, source) = data_dir::admin_token(&args.data_dir)?;
+    match source {
+        TokenSource::Generated(path) => {
+            println!(
+                "parley: generated admin token (shown once, kept in {}):",
+                path.display()
+            );
+            println!("{token}");
+        }
+        TokenSource::Kept(path) => {
+            tracing::info!(path = %path.display(), "admin token read from the data directory");
+        }
+    }
+    Ok(token)
+}
+
 /// The settings the HTTP edge uses, checked so a mistyped value fails at start, not later.
-fn server_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
-    let Some(admin_token) = args.admin_token.clone() else {
-        bail!(
-            "no --admin-token (PARLEY_ADMIN_TOKEN) given: generating one is not available yet, \
-             so choose a long random secret for the admin endpoints"
-        );
-    };
+fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<ServerConfig> {
     if admin_token.is_empty() {
-        bail!("--admin-token (PARLEY_ADMIN_TOKEN) must not be empty");
+        bail!("the admin token must not be empty");
     }
     if args.max_body_bytes == 0 || args.max_request_bytes == 0 {
         bail!("--max-body-bytes and --max-request-bytes must be at least 1");
@@ -105,6 +165,12 @@ fn server_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if args.pool_size == 0 {
         bail!("--pool-size must be at least 1");
     }
+    if args.purge_interval_ms == 0 || args.tombstone_ttl_ms == 0 {
+        bail!("--purge-interval-ms and --tombstone-ttl-ms must be at least 1");
+    }
+    if !(1..=HINT_INTERVAL_MS_MAX).contains(&args.hint_interval_ms) {
+        bail!("--hint-interval-ms must be between 1 and {HINT_INTERVAL_MS_MAX} (SPEC §8)");
+    }
     Ok(ServerConfig {
         limits: Limits {
             body_bytes_max: args.max_body_bytes,
@@ -117,6 +183,9 @@ fn server_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
         // One id names this node in the gateways and routes tables.
         gateway_id: args.gateway_id.clone().unwrap_or_else(generated_gateway_id),
         idle_timeout_ms: args.idle_timeout_ms,
+        purge_interval_ms: args.purge_interval_ms,
+        tombstone_ttl_ms: args.tombstone_ttl_ms,
+        hint_interval_ms: args.hint_interval_ms,
         ..ServerConfig::default()
     })
 }
@@ -130,15 +199,6 @@ fn not_yet_in_effect(args: &ServeArgs) -> Vec<&'static str> {
     }
     if args.rate_limit_per_s.is_some() {
         ignored.push("--rate-limit-per-s");
-    }
-    if args.purge_interval_ms != PURGE_INTERVAL_MS_DEFAULT {
-        ignored.push("--purge-interval-ms");
-    }
-    if args.tombstone_ttl_ms != TOMBSTONE_TTL_MS_DEFAULT {
-        ignored.push("--tombstone-ttl-ms");
-    }
-    if args.data_dir.as_os_str() != DATA_DIR_DEFAULT {
-        ignored.push("--data-dir");
     }
     ignored
 }
@@ -158,17 +218,63 @@ mod tests {
     }
 
     #[test]
-    fn the_admin_token_is_required_and_not_empty() {
-        assert!(server_config(&serve_args(&[])).is_err());
-        assert!(server_config(&serve_args(&["--admin-token", ""])).is_err());
-        let config = server_config(&serve_args(&[
-            "--admin-token",
-            "t0ken",
-            "--max-body-bytes",
-            "6",
-        ]))
-        .expect("a valid configuration");
+    fn a_given_admin_token_is_used_and_must_not_be_empty() {
+        assert!(resolve_admin_token(&serve_args(&["--admin-token", ""])).is_err());
+        let args = serve_args(&["--admin-token", "t0ken", "--max-body-bytes", "6"]);
+        let token = resolve_admin_token(&args).expect("the flag's token");
+        assert_eq!(token, "t0ken");
+        let config = server_config(&args, token).expect("a valid configuration");
         assert_eq!(config.limits.body_bytes_max, 6);
+        assert!(server_config(&args, String::new()).is_err());
+    }
+
+    #[test]
+    fn without_a_token_the_data_directory_keeps_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("data");
+        let data = data.to_str().expect("utf-8 path");
+        let args = serve_args(&["--data-dir", data]);
+        let first = resolve_admin_token(&args).expect("generated");
+        let again = resolve_admin_token(&args).expect("kept");
+        assert_eq!(first, again);
+        assert_eq!(first.len(), 64);
+    }
+
+    #[test]
+    fn retention_and_hint_settings_reach_the_server() {
+        let config = server_config(
+            &serve_args(&[
+                "--purge-interval-ms",
+                "500",
+                "--tombstone-ttl-ms",
+                "3600000",
+                "--hint-interval-ms",
+                "250",
+            ]),
+            "t0ken".to_owned(),
+        )
+        .expect("a valid configuration");
+        assert_eq!(
+            (
+                config.purge_interval_ms,
+                config.tombstone_ttl_ms,
+                config.hint_interval_ms
+            ),
+            (500, 3_600_000, 250)
+        );
+        for bad in [
+            ["--hint-interval-ms", "251"],
+            ["--hint-interval-ms", "0"],
+            ["--purge-interval-ms", "0"],
+        ] {
+            let args = serve_args(&[bad[0], bad[1]]);
+            assert!(
+                server_config(&args, "t0ken".to_owned()).is_err(),
+                "{bad:?} was accepted"
+            );
+        }
+        let args = serve_args(&["--purge-interval-ms", "5", "--tombstone-ttl-ms", "9"]);
+        assert!(not_yet_in_effect(&args).is_empty());
     }
 
     #[test]

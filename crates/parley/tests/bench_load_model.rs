@@ -116,7 +116,7 @@ async fn seed_peak_runs_clean_and_compares_with_the_raw_transaction() {
     let schemas: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'parley_bench_base_%'",
     )
-    .fetch_one(server.store().pool())
+    .fetch_one(server.pg_store().pool())
     .await
     .expect("schemas listed");
     assert_eq!(schemas, 0);

@@ -6,7 +6,9 @@
 //! a gateway that died). The session therefore never trusts a push to be complete: it keeps
 //! `(epoch, cursor)` per conversation, drops what the app has, and fetches through
 //! events-after whatever lies between the cursor and a pushed seq, a `hint`'s head, or, after
-//! every reconnect, each conversation's head. [`Realtime::next`] yields the result.
+//! every reconnect, each conversation's head. [`Realtime::next`] yields the result. A device
+//! that keeps a [`crate::SyncState`] hands it the deliveries and calls
+//! [`crate::Client::catch_up`] after each [`Delivery::Reconnected`] (see [`crate::sync`]).
 //!
 //! ```no_run
 //! # async fn demo(client: parley_client::Client) -> Result<(), parley_client::ClientError> {

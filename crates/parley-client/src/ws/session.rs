@@ -49,6 +49,8 @@ pub enum Delivery {
     /// The session stopped after `reconnect_attempts_max` failed reconnect attempts.
     Unreachable,
     /// A new connection replaced a lost one; catch-up events of tracked conversations follow.
+    /// An app keeping a [`crate::SyncState`] calls [`Client::catch_up`] now: conversations it
+    /// does not track may have changed too.
     Reconnected,
 }
 

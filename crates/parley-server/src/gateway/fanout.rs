@@ -8,18 +8,24 @@
 //!
 //! Member sets come from a per-conversation cache that the log's own join and leave events
 //! update in seq order; the store is asked once per conversation, not per pushed event.
+//!
+//! A `pull` conversation (SPEC §8) gets no event frames: each recipient's connection gets a
+//! coalesced `hint` with the head instead, and fetches the events itself. The cache holds the
+//! delivery mode too, and switches it on the join that brings a group to its pull threshold,
+//! by the same rule as the store (`MemberSnapshot::mode_after_join`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, Utf8Bytes};
 use parley_bus::{Announcement, Subscription};
-use parley_domain::{ConvId, Event, EventKind, UserId};
-use parley_store::Store;
+use parley_domain::{ConvId, DeliveryMode, Event, EventKind, UserId};
+use parley_store::{MemberSnapshot, Store};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::hub::Hub;
+use super::hints::Hints;
+use super::hub::{ConnHandle, Hub};
 
 /// Most events read from the log to repair one out-of-order or coalesced announcement; a
 /// larger gap is left to the clients' sync.
@@ -34,11 +40,16 @@ struct ConvState {
     members: HashMap<UserId, i64>,
     /// The seq up to which `members` reflects the log.
     members_through: i64,
+    /// Delivery mode as of `members_through`.
+    mode: DeliveryMode,
+    /// Member count at which a push group switches to pull, while it still may.
+    pull_threshold: Option<u32>,
 }
 
 pub struct Fanout {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
+    hints: Arc<Hints>,
     convs: HashMap<ConvId, ConvState>,
 }
 
@@ -50,10 +61,11 @@ pub fn event_frame(event: &Event) -> Option<Message> {
 }
 
 impl Fanout {
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
+    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, hints: Arc<Hints>) -> Self {
         Self {
             store,
             hub,
+            hints,
             convs: HashMap::new(),
         }
     }
@@ -93,6 +105,8 @@ impl Fanout {
                         last_pushed: None,
                         members: snap.members.into_iter().collect(),
                         members_through: snap.head,
+                        mode: snap.delivery_mode,
+                        pull_threshold: snap.pull_threshold,
                     };
                     self.convs.insert(a.conv_id.clone(), state);
                 }
@@ -117,7 +131,10 @@ impl Fanout {
                 continue;
             }
             apply_membership(state, &event);
-            push(&self.hub, state, &event);
+            match state.mode {
+                DeliveryMode::Push => push(&self.hub, state, &event),
+                DeliveryMode::Pull => hint(&self.hub, &self.hints, state, &event),
+            }
             state.last_pushed = Some(event.seq);
         }
     }
@@ -154,6 +171,15 @@ fn apply_membership(state: &mut ConvState, event: &Event) {
     match event.kind {
         EventKind::Join => {
             state.members.insert(subject.clone(), event.seq);
+            let mode = MemberSnapshot::mode_after_join(
+                state.mode,
+                state.pull_threshold,
+                state.members.len(),
+            );
+            if mode != state.mode {
+                state.mode = mode;
+                state.pull_threshold = None;
+            }
         }
         EventKind::Leave => {
             state.members.remove(subject);
@@ -162,36 +188,104 @@ fn apply_membership(state: &mut ConvState, event: &Event) {
     }
 }
 
-/// Pushes one event to every online device of every member whose open period covers it, and
-/// to the leaver of a leave event (who sees their own leave).
-fn push(hub: &Hub, state: &ConvState, event: &Event) {
-    let Some(frame) = event_frame(event) else {
-        return;
-    };
+/// Calls `f` for every online connection that may see `event`: every device of every member
+/// whose open period covers it, and the leaver of a leave event (who sees their own leave).
+fn for_each_recipient(
+    hub: &Hub,
+    state: &ConvState,
+    event: &Event,
+    mut f: impl FnMut(&Arc<ConnHandle>),
+) {
     let covers = |from_seq: &i64| *from_seq <= event.seq;
-    let online = hub.online_users();
-    let send_to = |user: &UserId| {
-        hub.for_each_of(user, |c| {
-            c.push(frame.clone());
-        })
-    };
     // Walk the smaller of the two sets: online users or members.
-    if online.len() < state.members.len() {
-        for user in &online {
+    if hub.online_user_count() < state.members.len() {
+        for user in &hub.online_users() {
             if state.members.get(user).is_some_and(covers) {
-                send_to(user);
+                hub.for_each_of(user, &mut f);
             }
         }
     } else {
         for (user, from_seq) in &state.members {
             if covers(from_seq) {
-                send_to(user);
+                hub.for_each_of(user, &mut f);
             }
         }
     }
     if event.kind == EventKind::Leave {
         if let Some(subject) = &event.subject_user {
-            send_to(subject);
+            hub.for_each_of(subject, &mut f);
         }
+    }
+}
+
+/// Pushes one event, serialised once, to every recipient (push mode).
+fn push(hub: &Hub, state: &ConvState, event: &Event) {
+    let Some(frame) = event_frame(event) else {
+        return;
+    };
+    for_each_recipient(hub, state, event, |c| {
+        c.push(frame.clone());
+    });
+}
+
+/// Tells every recipient that the head moved to `event.seq` (pull mode), coalesced per
+/// connection by `hints`.
+fn hint(hub: &Hub, hints: &Hints, state: &ConvState, event: &Event) {
+    for_each_recipient(hub, state, event, |c| {
+        hints.hint(c, &event.conv_id, event.seq);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join(seq: i64, who: &str) -> Event {
+        Event {
+            conv_id: ConvId::from_trusted("g".into()),
+            seq,
+            kind: EventKind::Join,
+            created_at: chrono::Utc::now(),
+            message_id: None,
+            sender_user: None,
+            sender_device: None,
+            client_msg_id: None,
+            body: None,
+            recalled: false,
+            subject_user: Some(UserId::from_trusted(who.into())),
+            target_seq: None,
+        }
+    }
+
+    fn state(members: &[&str], mode: DeliveryMode, pull_threshold: Option<u32>) -> ConvState {
+        ConvState {
+            last_pushed: None,
+            members: members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (UserId::from_trusted((*m).into()), i as i64 + 1))
+                .collect(),
+            members_through: members.len() as i64,
+            mode,
+            pull_threshold,
+        }
+    }
+
+    #[test]
+    fn the_join_that_reaches_the_threshold_switches_the_cache_to_pull() {
+        let mut s = state(&["a", "b"], DeliveryMode::Push, Some(3));
+        apply_membership(&mut s, &join(3, "c"));
+        assert_eq!((s.mode, s.pull_threshold), (DeliveryMode::Pull, None));
+        // A join the snapshot already covered changes nothing.
+        let mut s = state(&["a", "b"], DeliveryMode::Push, Some(3));
+        apply_membership(&mut s, &join(2, "c"));
+        assert_eq!(s.mode, DeliveryMode::Push);
+        // Below the threshold, or with a mode fixed at creation, nothing switches.
+        let mut s = state(&["a"], DeliveryMode::Push, Some(3));
+        apply_membership(&mut s, &join(2, "b"));
+        assert_eq!(s.mode, DeliveryMode::Push);
+        let mut s = state(&["a", "b"], DeliveryMode::Push, None);
+        apply_membership(&mut s, &join(3, "c"));
+        assert_eq!(s.mode, DeliveryMode::Push);
     }
 }

@@ -71,6 +71,12 @@ pub fn read(conv_id: &str, read_seq: i64) -> Message {
     text(json!({ "type": "read", "conv_id": conv_id, "read_seq": read_seq }))
 }
 
+/// `{type:"hint", conv_id, head}`: events up to `head` exist in a pull conversation; the device
+/// fetches them itself (SPEC §8).
+pub fn hint(conv_id: &str, head: i64) -> Message {
+    text(json!({ "type": "hint", "conv_id": conv_id, "head": head }))
+}
+
 pub fn kicked() -> Message {
     text(json!({ "type": "kicked" }))
 }

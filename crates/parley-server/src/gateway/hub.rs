@@ -138,9 +138,9 @@ impl Hub {
     }
 
     /// Calls `f` for every connection of `user`.
-    pub fn for_each_of(&self, user: &UserId, mut f: impl FnMut(&ConnHandle)) {
+    pub fn for_each_of(&self, user: &UserId, f: impl FnMut(&std::sync::Arc<ConnHandle>)) {
         if let Some(list) = self.lock().get(user) {
-            list.iter().for_each(|c| f(c));
+            list.iter().for_each(f);
         }
     }
 

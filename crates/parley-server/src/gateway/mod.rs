@@ -4,6 +4,7 @@
 
 pub mod fanout;
 pub mod frames;
+pub mod hints;
 pub mod hub;
 pub mod socket;
 
@@ -15,6 +16,7 @@ use parley_store::Store;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::{task_tracker::TaskTrackerToken, TaskTracker};
 
+use hints::Hints;
 use hub::{CloseReason, Hub};
 
 /// How long a gateway's lease lasts; routes of a gateway whose lease ran out may be reaped.
@@ -25,14 +27,17 @@ const GATEWAY_LEASE_RENEW_MS: u64 = 10_000;
 pub struct Gateway {
     id: String,
     hub: Arc<Hub>,
+    hints: Arc<Hints>,
     connections: TaskTracker,
 }
 
 impl Gateway {
-    pub fn new(id: String) -> Self {
+    /// A gateway named `id` whose pull hints are coalesced over `hint_interval`.
+    pub fn new(id: String, hint_interval: Duration) -> Self {
         Self {
             id,
             hub: Arc::new(Hub::default()),
+            hints: Arc::new(Hints::new(hint_interval)),
             connections: TaskTracker::new(),
         }
     }
@@ -50,10 +55,12 @@ impl Gateway {
         (!self.connections.is_closed()).then(|| self.connections.token())
     }
 
-    /// Starts the fanout and the lease renewal; both stop when `stop` is cancelled.
+    /// Starts the fanout, the hint flusher and the lease renewal; all stop when `stop` is
+    /// cancelled.
     pub fn start(&self, store: Arc<dyn Store>, bus: Arc<dyn EventBus>, stop: CancellationToken) {
-        let fanout = fanout::Fanout::new(store.clone(), self.hub.clone());
+        let fanout = fanout::Fanout::new(store.clone(), self.hub.clone(), self.hints.clone());
         tokio::spawn(fanout.run(bus.subscribe(), stop.clone()));
+        tokio::spawn(self.hints.clone().run(stop.clone()));
         let id = self.id.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(GATEWAY_LEASE_RENEW_MS));

@@ -7,6 +7,7 @@ mod health;
 mod members;
 pub(crate) mod messages;
 mod read;
+mod recall;
 
 use axum::routing::{delete, get, post};
 use axum::Router;
@@ -41,6 +42,10 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/conversations/{conv_id}/messages", post(messages::send))
         .route("/v1/conversations/{conv_id}/events", get(events::list))
+        .route(
+            "/v1/conversations/{conv_id}/events/{seq}/recall",
+            post(recall::recall),
+        )
         .route("/v1/conversations/{conv_id}/read", post(read::mark))
         .route("/v1/ws", get(crate::gateway::socket::upgrade))
         .fallback(no_such_route)

@@ -14,6 +14,8 @@ pub use tokio_util::sync::CancellationToken;
 mod membership;
 mod read;
 mod realtime;
+mod recall;
+mod retention;
 pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
@@ -23,6 +25,7 @@ pub use send::{SEND_INSERT_SQL, SEND_KEY_CHECK_SQL, SEND_LOCK_SQL};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
@@ -165,6 +168,28 @@ impl Store for PgStore {
         limit: u32,
     ) -> Result<EventsPage, StoreError> {
         read::events(&self.pool, conv_id, viewer, query, limit).await
+    }
+
+    async fn recall(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target_seq: i64,
+        now: DateTime<Utc>,
+    ) -> Result<RecallOutcome, StoreError> {
+        recall::recall(&self.pool, conv_id, actor, target_seq, now).await
+    }
+
+    async fn purge_batch(
+        &self,
+        now: DateTime<Utc>,
+        batch_events_max: u32,
+    ) -> Result<PurgeReport, StoreError> {
+        retention::purge_batch(&self.pool, now, batch_events_max).await
+    }
+
+    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
+        retention::expire_tombstones(&self.pool, older_than).await
     }
 
     async fn mark_read(

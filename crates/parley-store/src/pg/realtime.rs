@@ -1,6 +1,6 @@
 //! Gateway leases, device routes (chapter 05) and the member snapshot of gateway caches.
 
-use parley_domain::{ConvId, DeviceId, Rejection, UserId};
+use parley_domain::{ConvId, DeliveryMode, DeviceId, Rejection, UserId};
 use sqlx::{PgPool, Row};
 
 use super::rows::commit;
@@ -78,14 +78,19 @@ pub(super) async fn current_members(
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let next: Option<i64> =
-        sqlx::query_scalar("SELECT next_seq FROM conversations WHERE conv_id = $1")
-            .bind(conv_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some(next) = next else {
+    let conv = sqlx::query(
+        "SELECT next_seq, delivery_mode, pull_threshold FROM conversations WHERE conv_id = $1",
+    )
+    .bind(conv_id.as_str())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(conv) = conv else {
         return Err(Rejection::NotMember.into());
     };
+    let next: i64 = conv.try_get("next_seq")?;
+    let mode: String = conv.try_get("delivery_mode")?;
+    let delivery_mode = DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Push);
+    let threshold: Option<i32> = conv.try_get("pull_threshold")?;
     let rows = sqlx::query(
         "SELECT user_id, from_seq FROM membership_periods WHERE conv_id = $1 AND to_seq IS NULL",
     )
@@ -103,5 +108,10 @@ pub(super) async fn current_members(
     Ok(MemberSnapshot {
         head: next - 1,
         members,
+        delivery_mode,
+        // Only a push group whose mode the member count decides can still switch.
+        pull_threshold: threshold
+            .filter(|_| delivery_mode == DeliveryMode::Push)
+            .and_then(|t| u32::try_from(t).ok()),
     })
 }

@@ -6,8 +6,15 @@
 use std::sync::Arc;
 
 use anyhow::{ensure, Context, Result};
-use parley_domain::{Body, ClientMsgId, ConvId, ConvKind, DeviceId, EventKind, Rejection, UserId};
-use parley_store::{EventsQuery, NewConversation, SendOutcome, SendRequest, Store, StoreError};
+use chrono::{DateTime, Duration, Utc};
+use parley_domain::{
+    Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, Rejection, Role,
+    UserId,
+};
+use parley_store::{
+    EventsQuery, MemberSnapshot, NewConversation, PurgeReport, RecallOutcome, SendOutcome,
+    SendRequest, Store, StoreError,
+};
 
 pub fn uid(s: &str) -> UserId {
     UserId::parse(s).expect("valid user id")
@@ -81,7 +88,7 @@ pub async fn seqs_seen(
     Ok(page.events.iter().map(|e| (e.seq, e.kind)).collect())
 }
 
-fn is_rejection(r: &Result<SendOutcome, StoreError>, want: &Rejection) -> bool {
+fn is_rejection<T>(r: &Result<T, StoreError>, want: &Rejection) -> bool {
     matches!(r, Err(StoreError::Rejected(got)) if got == want)
 }
 
@@ -333,6 +340,234 @@ pub async fn history_pages(store: &dyn Store) -> Result<()> {
         p4.next_before.is_none() && p4.events.len() == 1,
         "last page {:?}",
         p4.next_before
+    );
+    Ok(())
+}
+
+/// P8: a read position only moves forward, and is clamped to the head.
+pub async fn read_position_monotonic(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let cai = user(store, "u-cai").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-read"), &[&ben]))
+        .await?
+        .conv_id;
+    for i in 3..=6 {
+        send(store, &conv, &ana, &format!("m-{i}"), "x").await?;
+    }
+    ensure!(store.mark_read(&conv, &ben, 5).await? == 5, "first mark");
+    let back = store.mark_read(&conv, &ben, 3).await?;
+    ensure!(back == 5, "a mark moved back to {back}");
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        view.read_seq == 5 && view.unread == 1,
+        "view after marks: read_seq {} unread {}",
+        view.read_seq,
+        view.unread
+    );
+    let clamped = store.mark_read(&conv, &ben, 1_000).await?;
+    ensure!(clamped == 6, "a mark beyond the head gave {clamped}");
+    // The sender's own message moved the sender's position (SPEC §9).
+    let own = store.get_conversation(&conv, &ana).await?;
+    ensure!(
+        own.read_seq == 6 && own.unread == 0,
+        "sender: read_seq {} unread {}",
+        own.read_seq,
+        own.unread
+    );
+    let r = store.mark_read(&conv, &cai, 1).await;
+    ensure!(
+        matches!(&r, Err(StoreError::Rejected(Rejection::NotMember))),
+        "outsider's mark: {r:?}"
+    );
+    Ok(())
+}
+
+/// P9: releasing a route with the conn_id of an older connection keeps the newer route.
+pub async fn old_cleanup_keeps_new_route(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let device = DeviceId::parse("d1")?;
+    let route = |conn: &str| parley_store::Route {
+        user_id: ana.clone(),
+        device_id: device.clone(),
+        gateway_id: "gw-1".into(),
+        conn_id: conn.into(),
+    };
+    ensure!(
+        store.claim_route(&route("c-old")).await?.is_none(),
+        "no route existed"
+    );
+    let replaced = store.claim_route(&route("c-new")).await?;
+    ensure!(
+        replaced.as_ref().map(|r| r.conn_id.as_str()) == Some("c-old"),
+        "claim answered {replaced:?}"
+    );
+    ensure!(
+        !store.release_route(&ana, &device, "c-old").await?,
+        "the old connection's cleanup deleted the new route"
+    );
+    ensure!(
+        store.release_route(&ana, &device, "c-new").await?,
+        "the owner could not release its route"
+    );
+    ensure!(
+        store.claim_route(&route("c-3")).await?.is_none(),
+        "the route was not deleted"
+    );
+    Ok(())
+}
+
+/// P11 and P3: a former member reads only inside their periods; a rejoin opens a new period and
+/// the events in between stay invisible; membership changes take seqs from the same counter (P4).
+pub async fn periods_bound_reads(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-p"), &[&ben]))
+        .await?
+        .conv_id;
+    send(store, &conv, &ana, "m-3", "x").await?; // 3
+    let left = store.remove_member(&conv, &ana, &ben).await?.event.seq; // 4
+    ensure!(left == 4, "leave seq {left}");
+    send(store, &conv, &ana, "m-5", "hidden").await?; // 5
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        view.head == 4 && view.members.is_none(),
+        "former member's view: head {}",
+        view.head
+    );
+    let newest = store
+        .events(&conv, &ben, EventsQuery::Before { before: None }, 10)
+        .await?;
+    let seqs: Vec<i64> = newest.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        seqs == vec![4, 3, 2],
+        "former member's newest page {seqs:?}"
+    );
+    let again = store.add_member(&conv, &ana, &ben).await?.event.seq; // 6
+    ensure!(again == 6, "rejoin seq {again}");
+    send(store, &conv, &ana, "m-7", "seen").await?; // 7
+    let seen = seqs_seen(store, &conv, &ben).await?;
+    let seen: Vec<i64> = seen.iter().map(|(s, _)| *s).collect();
+    ensure!(
+        seen == vec![2, 3, 4, 6, 7],
+        "after rejoin ben sees {seen:?}"
+    );
+    let page = store
+        .events(
+            &conv,
+            &ben,
+            EventsQuery::After {
+                after: 4,
+                epoch: None,
+            },
+            1,
+        )
+        .await?;
+    ensure!(
+        page.events.len() == 1 && page.events[0].seq == 6 && page.through_seq == 6,
+        "the invisible range is skipped, not a gap: through {}",
+        page.through_seq
+    );
+    let r = store.add_member(&conv, &ana, &ben).await;
+    ensure!(
+        matches!(r, Err(StoreError::Rejected(Rejection::AlreadyMember))),
+        "second join of a member: {r:?}"
+    );
+    Ok(())
+}
+
+/// Concurrent sends into many conversations at once: every log is gapless and every ack's seq
+/// is in it. SQLite serialises all of them on one writer; PostgreSQL only per conversation.
+pub async fn many_conversations_gapless(store: Arc<dyn Store>) -> Result<()> {
+    const CONVERSATIONS: usize = 8;
+    const SENDS_PER_CONVERSATION: usize = 25;
+    let ana = user(&*store, "u-ana").await?;
+    let mut convs = Vec::new();
+    for c in 0..CONVERSATIONS {
+        let conv = store
+            .create_conversation(&new_conv(
+                &ana,
+                ConvKind::Group,
+                Some(&format!("c-{c}")),
+                &[],
+            ))
+            .await?
+            .conv_id;
+        convs.push(conv);
+    }
+    let mut tasks = Vec::new();
+    for i in 0..SENDS_PER_CONVERSATION {
+        for conv in &convs {
+            let (store, conv, ana) = (store.clone(), conv.clone(), ana.clone());
+            tasks.push(tokio::spawn(async move {
+                send(&*store, &conv, &ana, &format!("m-{i}"), "x").await
+            }));
+        }
+    }
+    let mut acked: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for t in tasks {
+        let ack = t.await?.context("concurrent send")?;
+        acked
+            .entry(ack.conv_id.as_str().to_owned())
+            .or_default()
+            .push(ack.seq);
+    }
+    for conv in &convs {
+        let seen: Vec<i64> = seqs_seen(&*store, conv, &ana)
+            .await?
+            .iter()
+            .map(|(s, _)| *s)
+            .collect();
+        let expected: Vec<i64> = (1..=1 + SENDS_PER_CONVERSATION as i64).collect();
+        ensure!(seen == expected, "{conv:?}: log {seen:?}");
+        let mut acks = acked.remove(conv.as_str()).unwrap_or_default();
+        acks.sort_unstable();
+        ensure!(
+            acks == expected[1..],
+            "{conv:?}: acked seqs {acks:?} are not the log's messages"
+        );
+    }
+    Ok(())
+}
+
+/// A revoked or replaced token stops authenticating at once; the new one works.
+pub async fn tokens_revoke(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let device = DeviceId::parse("d1")?;
+    ensure!(
+        store.authenticate("hash-u-ana").await?.is_some(),
+        "the issued token does not authenticate"
+    );
+    store
+        .issue_device_token(&ana, &device, "hash-second")
+        .await?;
+    ensure!(
+        store.authenticate("hash-u-ana").await?.is_none(),
+        "a replaced token still authenticates"
+    );
+    let who = store.authenticate("hash-second").await?;
+    ensure!(
+        who.as_ref().map(|d| (&d.user_id, &d.device_id)) == Some((&ana, &device)),
+        "new token: {who:?}"
+    );
+    store.revoke_device(&ana, &device).await?;
+    ensure!(
+        store.authenticate("hash-second").await?.is_none(),
+        "a revoked token still authenticates"
+    );
+    let missing = store
+        .issue_device_token(&uid("u-nobody"), &device, "hash-x")
+        .await;
+    ensure!(
+        matches!(missing, Err(StoreError::Rejected(Rejection::NotFound(_)))),
+        "token for a missing user: {missing:?}"
+    );
+    let dup = store.create_user(&ana, None).await;
+    ensure!(
+        matches!(dup, Err(StoreError::Rejected(Rejection::AlreadyExists(_)))),
+        "second create of a user: {dup:?}"
     );
     Ok(())
 }
@@ -627,5 +862,694 @@ pub async fn own_send_advances_read(store: &dyn Store) -> Result<()> {
         store.get_conversation(&conv, &ben).await?.unread == 1,
         "replay counted"
     );
+    Ok(())
+}
+
+/// Every event `who` can see, ascending, in full.
+pub async fn events_seen(store: &dyn Store, conv: &ConvId, who: &UserId) -> Result<Vec<Event>> {
+    let page = store
+        .events(
+            conv,
+            who,
+            EventsQuery::After {
+                after: 0,
+                epoch: None,
+            },
+            500,
+        )
+        .await?;
+    Ok(page.events)
+}
+
+/// The committed event at `seq`, as `who` sees it.
+async fn event_at(store: &dyn Store, conv: &ConvId, who: &UserId, seq: i64) -> Result<Event> {
+    events_seen(store, conv, who)
+        .await?
+        .into_iter()
+        .find(|e| e.seq == seq)
+        .with_context(|| format!("no event at seq {seq}"))
+}
+
+fn is_kind_rejection<T>(r: &Result<T, StoreError>, want: fn(&Rejection) -> bool) -> bool {
+    matches!(r, Err(StoreError::Rejected(got)) if want(got))
+}
+
+/// 08-threshold-switches-to-pull: a group whose mode the member count decides becomes `pull`
+/// at the join that brings it to `pull_threshold` members and stays so when members leave; a
+/// mode chosen at creation is kept; the member snapshot of gateways reports the same mode and
+/// whether it may still switch.
+pub async fn threshold_switches_to_pull(store: &dyn Store) -> Result<()> {
+    let u1 = user(store, "u-1").await?;
+    let u2 = user(store, "u-2").await?;
+    let u3 = user(store, "u-3").await?;
+    let u4 = user(store, "u-4").await?;
+    let mode = |v: &parley_domain::ConversationView| v.delivery_mode;
+
+    let mut req = new_conv(&u1, ConvKind::Group, Some("c-t"), &[&u2]);
+    req.pull_threshold = 3;
+    let conv = store.create_conversation(&req).await?.conv_id;
+    let view = store.get_conversation(&conv, &u1).await?;
+    ensure!(mode(&view) == DeliveryMode::Push, "2 members: {view:?}");
+    let snap = store.current_members(&conv).await?;
+    ensure!(
+        snap.delivery_mode == DeliveryMode::Push && snap.pull_threshold == Some(3),
+        "snapshot at 2 members: {snap:?}"
+    );
+    ensure!(
+        MemberSnapshot::mode_after_join(snap.delivery_mode, snap.pull_threshold, 3)
+            == DeliveryMode::Pull,
+        "the gateway rule does not switch at the threshold"
+    );
+
+    let join = store.add_member(&conv, &u1, &u3).await?.event;
+    ensure!(join.seq == 3, "join seq {}", join.seq);
+    let view = store.get_conversation(&conv, &u2).await?;
+    ensure!(mode(&view) == DeliveryMode::Pull, "3 members: {view:?}");
+    let snap = store.current_members(&conv).await?;
+    ensure!(
+        snap.delivery_mode == DeliveryMode::Pull
+            && snap.pull_threshold.is_none()
+            && snap.head == 3
+            && snap.members.len() == 3,
+        "snapshot at 3 members: {snap:?}"
+    );
+    store.remove_member(&conv, &u3, &u3).await?;
+    let view = store.get_conversation(&conv, &u1).await?;
+    ensure!(
+        mode(&view) == DeliveryMode::Pull,
+        "a leave switched back: {view:?}"
+    );
+
+    // Created at the threshold: pull from the start.
+    let mut req = new_conv(&u1, ConvKind::Group, Some("c-big"), &[&u2, &u3]);
+    req.pull_threshold = 3;
+    let big = store.create_conversation(&req).await?.conv_id;
+    let view = store.get_conversation(&big, &u1).await?;
+    ensure!(
+        mode(&view) == DeliveryMode::Pull,
+        "created with 3: {view:?}"
+    );
+
+    // A mode given at creation is kept, whatever the count.
+    let mut req = new_conv(&u1, ConvKind::Group, Some("c-fixed"), &[&u2, &u3]);
+    req.pull_threshold = 2;
+    req.delivery_mode = Some(DeliveryMode::Push);
+    let fixed = store.create_conversation(&req).await?.conv_id;
+    store.add_member(&fixed, &u1, &u4).await?;
+    let view = store.get_conversation(&fixed, &u1).await?;
+    ensure!(mode(&view) == DeliveryMode::Push, "explicit push: {view:?}");
+    let snap = store.current_members(&fixed).await?;
+    ensure!(
+        snap.pull_threshold.is_none() && snap.delivery_mode == DeliveryMode::Push,
+        "explicit push snapshot: {snap:?}"
+    );
+
+    // A direct chat is push and never switches.
+    let mut req = new_conv(&u1, ConvKind::Direct, None, &[&u2]);
+    req.pull_threshold = 1;
+    let direct = store.create_conversation(&req).await?.conv_id;
+    let snap = store.current_members(&direct).await?;
+    ensure!(
+        snap.delivery_mode == DeliveryMode::Push && snap.pull_threshold.is_none(),
+        "direct snapshot: {snap:?}"
+    );
+    Ok(())
+}
+
+/// 08-member-cannot-remove-others: a plain member may leave but may not remove, add or set
+/// roles (FORBIDDEN, nothing written); an admin removes plain members only; the owner removes
+/// anyone.
+pub async fn member_cannot_remove_others(store: &dyn Store) -> Result<()> {
+    let owner = user(store, "u-own").await?;
+    let m1 = user(store, "u-m1").await?;
+    let m2 = user(store, "u-m2").await?;
+    let m3 = user(store, "u-m3").await?;
+    let conv = store
+        .create_conversation(&new_conv(&owner, ConvKind::Group, Some("c-r"), &[&m1, &m2]))
+        .await?
+        .conv_id;
+    let forbidden = |r: &Rejection| matches!(r, Rejection::Forbidden(_));
+
+    let r = store.remove_member(&conv, &m1, &m2).await;
+    ensure!(
+        is_kind_rejection(&r, forbidden),
+        "member removes member: {r:?}"
+    );
+    let r = store.remove_member(&conv, &m1, &owner).await;
+    ensure!(
+        is_kind_rejection(&r, forbidden),
+        "member removes owner: {r:?}"
+    );
+    let r = store.add_member(&conv, &m1, &m3).await;
+    ensure!(is_kind_rejection(&r, forbidden), "member adds: {r:?}");
+    let r = store.set_role(&conv, &m1, &m2, Role::Admin).await;
+    ensure!(
+        is_kind_rejection(&r, forbidden),
+        "member sets a role: {r:?}"
+    );
+    let view = store.get_conversation(&conv, &owner).await?;
+    ensure!(view.head == 3, "a refusal wrote: head {}", view.head);
+    let members = view.members.unwrap_or_default().len();
+    ensure!(members == 3, "members after refusals: {members}");
+
+    // The owner adds m3 and makes m2 an admin; the admin removes m3 but not the owner.
+    store.add_member(&conv, &owner, &m3).await?; // 4
+    store.set_role(&conv, &owner, &m2, Role::Admin).await?;
+    let r = store.remove_member(&conv, &m2, &owner).await;
+    ensure!(
+        is_kind_rejection(&r, forbidden),
+        "admin removes owner: {r:?}"
+    );
+    let removed = store.remove_member(&conv, &m2, &m3).await?.event;
+    ensure!(
+        removed.seq == 5 && removed.subject_user.as_ref() == Some(&m3),
+        "admin removes member: {removed:?}"
+    );
+    // A member may always leave.
+    let left = store.remove_member(&conv, &m1, &m1).await?.event;
+    ensure!(left.seq == 6, "member leaves: {left:?}");
+    // The owner removes an admin.
+    let removed = store.remove_member(&conv, &owner, &m2).await?.event;
+    ensure!(removed.seq == 7, "owner removes admin: {removed:?}");
+    let view = store.get_conversation(&conv, &owner).await?;
+    let members: Vec<UserId> = view
+        .members
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.user_id)
+        .collect();
+    ensure!(
+        members == vec![owner.clone()],
+        "members at the end: {members:?}"
+    );
+    Ok(())
+}
+
+async fn recall(
+    store: &dyn Store,
+    conv: &ConvId,
+    who: &UserId,
+    seq: i64,
+    now: DateTime<Utc>,
+) -> Result<RecallOutcome, StoreError> {
+    store.recall(conv, who, seq, now).await
+}
+
+/// Window of the recall checks: one second, so `now` can be placed on either side of it.
+const RECALL_TEST_WINDOW_MS: i64 = 1_000;
+
+/// 11-recall-window: a recall at exactly `created_at + recall_window_ms` is accepted; one
+/// millisecond later it is RECALL_WINDOW_EXPIRED and writes nothing. The window is the
+/// conversation's own.
+pub async fn recall_window(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let mut req = new_conv(&ana, ConvKind::Group, Some("c-w"), &[&ben]);
+    req.recall_window_ms = RECALL_TEST_WINDOW_MS;
+    let conv = store.create_conversation(&req).await?.conv_id;
+    let window = Duration::milliseconds(RECALL_TEST_WINDOW_MS);
+
+    let m1 = send(store, &conv, &ana, "m-1", "first").await?;
+    let at = m1.event.as_ref().context("m-1 event")?.created_at;
+    let ok = recall(store, &conv, &ana, m1.seq, at + window).await?;
+    ensure!(
+        ok.seq == 4 && ok.target_seq == 3 && ok.event.is_some(),
+        "recall at the window's end: {ok:?}"
+    );
+
+    let m2 = send(store, &conv, &ana, "m-2", "second").await?; // 5
+    let at = m2.event.as_ref().context("m-2 event")?.created_at;
+    let late = recall(
+        store,
+        &conv,
+        &ana,
+        m2.seq,
+        at + window + Duration::milliseconds(1),
+    )
+    .await;
+    ensure!(
+        is_rejection(&late, &Rejection::RecallWindowExpired),
+        "recall 1 ms after the window: {late:?}"
+    );
+    let view = store.get_conversation(&conv, &ana).await?;
+    ensure!(view.head == 5, "a refused recall wrote: head {}", view.head);
+    let e = event_at(store, &conv, &ben, 5).await?;
+    ensure!(
+        !e.recalled && e.body.as_deref() == Some("second"),
+        "the refused target changed: {e:?}"
+    );
+    Ok(())
+}
+
+/// 11-recall-erases-body: the recall event follows at the next seq with `target_seq`; the
+/// target reads as `recalled` with no body for every member and no longer counts as unread; an
+/// identical retry of the original send is still `dup` (its fingerprint was kept) and another
+/// body is IDEMPOTENCY_MISMATCH. Answers the conversation and the target's seq, so a store's
+/// own test can look at the stored row.
+pub async fn recall_erases_body(store: &dyn Store) -> Result<(ConvId, i64)> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-e"), &[&ben]))
+        .await?
+        .conv_id;
+    let m1 = send(store, &conv, &ana, "m-1", "secret words").await?; // 3
+    send(store, &conv, &ana, "m-2", "still here").await?; // 4
+    let before = store.get_conversation(&conv, &ben).await?.unread;
+    ensure!(before == 2, "ben's unread before the recall: {before}");
+
+    let token = store.list_conversations(&ben, None).await?.sync_token;
+    let out = recall(store, &conv, &ana, m1.seq, Utc::now()).await?;
+    let ev = out.event.clone().context("the recall wrote no event")?;
+    let feed = store.list_conversations(&ben, Some(&token)).await?;
+    ensure!(
+        feed.conversations.len() == 1 && feed.conversations[0].unread == 1,
+        "feed after the recall: {:?}",
+        feed.conversations
+    );
+    ensure!(
+        (out.seq, out.target_seq) == (5, 3)
+            && ev.seq == 5
+            && ev.kind == EventKind::Recall
+            && ev.target_seq == Some(3)
+            && ev.sender_user.as_ref() == Some(&ana)
+            && ev.body.is_none(),
+        "recall outcome {out:?} event {ev:?}"
+    );
+    for who in [&ana, &ben] {
+        let target = event_at(store, &conv, who, 3).await?;
+        ensure!(
+            target.kind == EventKind::Msg
+                && target.recalled
+                && target.body.is_none()
+                && target.message_id == Some(m1.message_id),
+            "target as {who}: {target:?}"
+        );
+        let stored = event_at(store, &conv, who, 5).await?;
+        ensure!(
+            stored.kind == EventKind::Recall && stored.target_seq == Some(3),
+            "stored recall as {who}: {stored:?}"
+        );
+    }
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        view.unread == 1 && view.head == 5,
+        "ben after the recall: unread {} head {}",
+        view.unread,
+        view.head
+    );
+    let retry = send(store, &conv, &ana, "m-1", "secret words").await?;
+    ensure!(
+        retry.dup && retry.seq == 3 && retry.message_id == m1.message_id,
+        "identical retry after recall: {retry:?}"
+    );
+    let other = send(store, &conv, &ana, "m-1", "other words").await;
+    ensure!(
+        is_rejection(&other, &Rejection::IdempotencyMismatch),
+        "changed retry after recall: {other:?}"
+    );
+    Ok((conv, m1.seq))
+}
+
+/// 11-recall-idempotent: recalling again answers the same recall seq and writes nothing, also
+/// after the window; the other refusals are NOT_SENDER (another member's message), NOT_MEMBER
+/// (never a member, unknown conversation, left), NOT_FOUND (no visible msg at that seq).
+pub async fn recall_idempotent(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let cai = user(store, "u-cai").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-i"), &[&ben]))
+        .await?
+        .conv_id;
+    let m1 = send(store, &conv, &ana, "m-1", "oops").await?; // 3
+    let first = recall(store, &conv, &ana, m1.seq, Utc::now()).await?; // 4
+    ensure!(first.seq == 4 && first.event.is_some(), "first: {first:?}");
+    let again = recall(store, &conv, &ana, m1.seq, Utc::now()).await?;
+    ensure!(
+        again.seq == 4 && again.target_seq == 3 && again.event.is_none(),
+        "again: {again:?}"
+    );
+    let late = recall(store, &conv, &ana, m1.seq, Utc::now() + Duration::days(30)).await?;
+    ensure!(
+        late.seq == 4 && late.event.is_none(),
+        "again after the window: {late:?}"
+    );
+    let head = store.get_conversation(&conv, &ana).await?.head;
+    ensure!(head == 4, "repeated recalls wrote: head {head}");
+
+    let b1 = send(store, &conv, &ben, "b-1", "ben's").await?; // 5
+    let r = recall(store, &conv, &ana, b1.seq, Utc::now()).await;
+    ensure!(
+        is_rejection(&r, &Rejection::NotSender),
+        "recall of ben's: {r:?}"
+    );
+    let r = recall(store, &conv, &cai, b1.seq, Utc::now()).await;
+    ensure!(is_rejection(&r, &Rejection::NotMember), "non-member: {r:?}");
+    let unknown = recall(store, &cid("c-none"), &cai, 3, Utc::now()).await;
+    ensure!(
+        format!("{:?}", r.err()) == format!("{:?}", unknown.err()),
+        "unknown conversation answers differently from a non-member"
+    );
+    for seq in [0, 1, 4, 99] {
+        let r = recall(store, &conv, &ana, seq, Utc::now()).await;
+        ensure!(
+            is_kind_rejection(&r, |r| matches!(r, Rejection::NotFound(_))),
+            "recall of seq {seq}: {r:?}"
+        );
+    }
+    // A sender who left may no longer recall.
+    store.remove_member(&conv, &ben, &ben).await?; // 6
+    let r = recall(store, &conv, &ben, b1.seq, Utc::now()).await;
+    ensure!(
+        is_rejection(&r, &Rejection::NotMember),
+        "former member: {r:?}"
+    );
+    let head = store.get_conversation(&conv, &ana).await?.head;
+    ensure!(head == 6, "refusals wrote: head {head}");
+    Ok(())
+}
+
+/// Retention of the purge checks; `now` is placed relative to stored `created_at` values.
+const RETENTION_TEST_MS: i64 = 60_000;
+/// A pause that makes later events' `created_at` strictly larger than earlier ones'.
+const CLOCK_STEP_MS: u64 = 30;
+
+fn with_retention(mut req: NewConversation) -> NewConversation {
+    req.retention_ms = Some(RETENTION_TEST_MS);
+    req
+}
+
+/// The moment at which the event at `seq` has just become older than retention.
+async fn past_retention_of(
+    store: &dyn Store,
+    conv: &ConvId,
+    who: &UserId,
+    seq: i64,
+) -> Result<DateTime<Utc>> {
+    let e = event_at(store, conv, who, seq).await?;
+    Ok(e.created_at + Duration::milliseconds(RETENTION_TEST_MS) + Duration::microseconds(1))
+}
+
+fn contiguous(seqs: &[i64]) -> bool {
+    seqs.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
+/// 11-purge-advances-min-seq: the purge deletes in seq order, at most one batch per
+/// conversation and call, only events past retention; `min_seq` rises past them and the rest
+/// still runs from `min_seq` to the head without a hole (P1); reads say `truncated`, history
+/// stops at `min_seq`, a conversation without retention is untouched, and new sends continue
+/// the sequence. Purging everything leaves `min_seq = next_seq`.
+pub async fn purge_advances_min_seq(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&with_retention(new_conv(
+            &ana,
+            ConvKind::Group,
+            Some("c-ret"),
+            &[&ben],
+        )))
+        .await?
+        .conv_id;
+    let keep = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-keep"), &[&ben]))
+        .await?
+        .conv_id;
+    for i in 1..=10 {
+        send(store, &conv, &ana, &format!("m-{i}"), "old").await?; // 3..=12
+        send(store, &keep, &ana, &format!("m-{i}"), "kept").await?;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(CLOCK_STEP_MS)).await;
+    send(store, &conv, &ana, "m-11", "new").await?; // 13
+    send(store, &conv, &ana, "m-12", "new").await?; // 14
+                                                    // Everything before seq 13 is past retention at `now`; 13 and 14 are not.
+    let now = past_retention_of(store, &conv, &ana, 13).await? - Duration::microseconds(1);
+    let token = store.list_conversations(&ben, None).await?.sync_token;
+
+    let r1 = store.purge_batch(now, 5).await?;
+    let want = PurgeReport {
+        conversations: 1,
+        events_deleted: 5,
+        tombstones_written: 3,
+        conversations_busy: 0,
+        more: true,
+    };
+    ensure!(r1 == want, "round 1: {r1:?}");
+    let page = store
+        .events(
+            &conv,
+            &ana,
+            EventsQuery::After {
+                after: 0,
+                epoch: None,
+            },
+            500,
+        )
+        .await?;
+    let seqs: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        page.min_seq == 6 && page.truncated && page.head == 14,
+        "after round 1: min_seq {} truncated {} head {}",
+        page.min_seq,
+        page.truncated,
+        page.head
+    );
+    ensure!(
+        seqs.first() == Some(&6) && seqs.last() == Some(&14) && contiguous(&seqs),
+        "P1 after round 1: {seqs:?}"
+    );
+    // A moved min_seq is a change of the sync feed (SPEC §5); the other conversation is not.
+    let feed = store.list_conversations(&ben, Some(&token)).await?;
+    let changed: Vec<(&str, i64)> = feed
+        .conversations
+        .iter()
+        .map(|v| (v.conv_id.as_str(), v.min_seq))
+        .collect();
+    ensure!(
+        changed == vec![("c-ret", 6)],
+        "feed after the purge: {changed:?}"
+    );
+
+    let r2 = store.purge_batch(now, 5).await?;
+    ensure!(
+        (r2.events_deleted, r2.tombstones_written, r2.more) == (5, 5, true),
+        "round 2: {r2:?}"
+    );
+    let r3 = store.purge_batch(now, 5).await?;
+    ensure!(
+        (r3.events_deleted, r3.tombstones_written, r3.more) == (2, 2, false),
+        "round 3 (stops before the younger seq 13): {r3:?}"
+    );
+    let r4 = store.purge_batch(now, 5).await?;
+    ensure!(r4 == PurgeReport::default(), "round 4: {r4:?}");
+
+    let seen = seqs_seen(store, &conv, &ben).await?;
+    ensure!(
+        seen == vec![(13, EventKind::Msg), (14, EventKind::Msg)],
+        "ben sees {seen:?}"
+    );
+    let view = store.get_conversation(&conv, &ben).await?;
+    ensure!(
+        (view.min_seq, view.head, view.unread) == (13, 14, 2),
+        "view: min_seq {} head {} unread {}",
+        view.min_seq,
+        view.head,
+        view.unread
+    );
+    let newest = store
+        .events(&conv, &ben, EventsQuery::Before { before: None }, 3)
+        .await?;
+    let newest_seqs: Vec<i64> = newest.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        newest_seqs == vec![14, 13] && newest.next_before.is_none(),
+        "history after purge: {newest_seqs:?} next {:?}",
+        newest.next_before
+    );
+    let below = store
+        .events(&conv, &ben, EventsQuery::Before { before: Some(13) }, 3)
+        .await?;
+    ensure!(
+        below.events.is_empty() && below.next_before.is_none(),
+        "history below min_seq: {:?}",
+        below.events
+    );
+    let untouched = store.get_conversation(&keep, &ana).await?;
+    ensure!(
+        (untouched.min_seq, untouched.head) == (1, 12),
+        "no-retention conversation: min_seq {} head {}",
+        untouched.min_seq,
+        untouched.head
+    );
+
+    // The sequence continues after a purge (P1, P5).
+    let next = send(store, &conv, &ana, "m-13", "after").await?;
+    ensure!(next.seq == 15, "send after purge: {}", next.seq);
+
+    // Purging everything: min_seq = next_seq, reads are empty and truncated, sends continue.
+    let later = past_retention_of(store, &conv, &ana, 15).await?;
+    let all = store.purge_batch(later, 500).await?;
+    ensure!(
+        all.events_deleted == 3 && !all.more,
+        "purge of the rest: {all:?}"
+    );
+    let page = store
+        .events(
+            &conv,
+            &ana,
+            EventsQuery::After {
+                after: 0,
+                epoch: None,
+            },
+            500,
+        )
+        .await?;
+    ensure!(
+        page.events.is_empty() && page.min_seq == 16 && page.head == 15 && page.truncated,
+        "empty log: min_seq {} head {} truncated {}",
+        page.min_seq,
+        page.head,
+        page.truncated
+    );
+    let view = store.get_conversation(&conv, &ana).await?;
+    ensure!(
+        view.last_event.is_none() && view.unread == 0,
+        "view of an empty log: {view:?}"
+    );
+    let after_all = send(store, &conv, &ana, "m-14", "fresh").await?;
+    ensure!(
+        after_all.seq == 16,
+        "send after purging all: {}",
+        after_all.seq
+    );
+    let seen = seqs_seen(store, &conv, &ben).await?;
+    ensure!(seen == vec![(16, EventKind::Msg)], "ben sees {seen:?}");
+    Ok(())
+}
+
+/// 11-retry-after-purge-hits-tombstone: after the purge, an identical retry answers
+/// `dup = true, purged = true` with the original seq and message id (also for a recalled
+/// message, and for a sender who has since left), another body is IDEMPOTENCY_MISMATCH, and
+/// no retry writes anything (P2 after retention).
+pub async fn retry_after_purge_hits_tombstone(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let conv = store
+        .create_conversation(&with_retention(new_conv(
+            &ana,
+            ConvKind::Group,
+            Some("c-tomb"),
+            &[&ben],
+        )))
+        .await?
+        .conv_id;
+    let m1 = send(store, &conv, &ana, "m-1", "hello").await?; // 3
+    let m2 = send(store, &conv, &ana, "m-2", "bye").await?; // 4
+    let b1 = send(store, &conv, &ben, "b-1", "yo").await?; // 5
+    recall(store, &conv, &ana, m2.seq, Utc::now()).await?; // 6
+    let now = past_retention_of(store, &conv, &ana, 6).await?;
+    let report = store.purge_batch(now, 500).await?;
+    ensure!(
+        (report.events_deleted, report.tombstones_written) == (6, 3),
+        "purge: {report:?}"
+    );
+    ensure!(
+        store.get_conversation(&conv, &ana).await?.min_seq == 7,
+        "min_seq after purging all"
+    );
+
+    let retry = send(store, &conv, &ana, "m-1", "hello").await?;
+    ensure!(
+        retry.dup
+            && retry.purged
+            && retry.seq == m1.seq
+            && retry.message_id == m1.message_id
+            && retry.event.is_none(),
+        "identical retry: {retry:?}"
+    );
+    let other = send(store, &conv, &ana, "m-1", "HELLO").await;
+    ensure!(
+        is_rejection(&other, &Rejection::IdempotencyMismatch),
+        "changed retry: {other:?}"
+    );
+    let recalled = send(store, &conv, &ana, "m-2", "bye").await?;
+    ensure!(
+        recalled.dup && recalled.purged && recalled.seq == m2.seq,
+        "retry of a recalled, purged message: {recalled:?}"
+    );
+    store.remove_member(&conv, &ben, &ben).await?; // 7
+    let left = send(store, &conv, &ben, "b-1", "yo").await?;
+    ensure!(
+        left.dup && left.purged && left.seq == b1.seq && left.message_id == b1.message_id,
+        "retry by a sender who left: {left:?}"
+    );
+    let head = store.get_conversation(&conv, &ana).await?.head;
+    ensure!(head == 7, "retries wrote: head {head}");
+    Ok(())
+}
+
+/// 11-tombstone-expiry: `expire_tombstones(t)` deletes exactly the tombstones purged before
+/// `t`; the others still answer retries. A request key whose tombstone expired is free again
+/// (the TTL is chosen longer than any client retries), so a send with it is a new message.
+pub async fn tombstone_expiry(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let old = store
+        .create_conversation(&with_retention(new_conv(
+            &ana,
+            ConvKind::Group,
+            Some("c-old"),
+            &[],
+        )))
+        .await?
+        .conv_id;
+    send(store, &old, &ana, "a-1", "one").await?; // 2
+    send(store, &old, &ana, "a-2", "two").await?; // 3
+    let t1 = past_retention_of(store, &old, &ana, 3).await?;
+    tokio::time::sleep(std::time::Duration::from_millis(CLOCK_STEP_MS)).await;
+    let young = store
+        .create_conversation(&with_retention(new_conv(
+            &ana,
+            ConvKind::Group,
+            Some("c-young"),
+            &[],
+        )))
+        .await?
+        .conv_id;
+    let y1 = send(store, &young, &ana, "y-1", "three").await?; // 2
+    let first = store.purge_batch(t1, 500).await?;
+    ensure!(
+        (first.conversations, first.tombstones_written) == (1, 2),
+        "purge at t1 touched only c-old: {first:?}"
+    );
+    let t2 = t1 + Duration::hours(1);
+    let second = store.purge_batch(t2, 500).await?;
+    ensure!(
+        (second.conversations, second.tombstones_written) == (1, 1),
+        "purge at t2: {second:?}"
+    );
+
+    let expired = store
+        .expire_tombstones(t1 + Duration::milliseconds(1))
+        .await?;
+    ensure!(expired == 2, "expired at t1: {expired}, expected 2");
+    let again = store
+        .expire_tombstones(t1 + Duration::milliseconds(1))
+        .await?;
+    ensure!(again == 0, "expired twice: {again}");
+    let kept = send(store, &young, &ana, "y-1", "three").await?;
+    ensure!(
+        kept.dup && kept.purged && kept.seq == y1.seq,
+        "a live tombstone stopped answering: {kept:?}"
+    );
+    // The expired key is free: the same request is a new message now.
+    let reused = send(store, &old, &ana, "a-1", "one").await?;
+    ensure!(
+        !reused.dup && !reused.purged && reused.seq == 4,
+        "send with an expired key: {reused:?}"
+    );
+    let rest = store
+        .expire_tombstones(t2 + Duration::milliseconds(1))
+        .await?;
+    ensure!(rest == 1, "expired at t2: {rest}, expected 1");
     Ok(())
 }

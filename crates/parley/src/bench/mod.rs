@@ -1,14 +1,15 @@
 //! `parley bench`: load against a running server over real sockets, through the client SDK.
 //!
-//! Scenario `push-latency`: one sender sends over HTTP at a fixed concurrency into a group; a
-//! second user's device holds a WebSocket. For every message the report gives the ack latency
-//! (send to ack), the push latency (send to push) and the push lag behind the ack (push
+//! Scenario `push-latency`: one sender sends over HTTP at a fixed concurrency into one group or
+//! round robin into several (`--groups`); a second user's device, a member of each, holds a
+//! WebSocket. For every message the report gives the ack latency (send to ack), the push latency (send to push) and the push lag behind the ack (push
 //! arrival minus ack arrival), each as percentiles.
 //!
 //! The load model of SPEC §13 (`seed-peak`, `saturate`, `hot-conversation`,
 //! `reconnect-storm`) runs through simulated devices, each an SDK realtime session; every
 //! device's deliveries are checked against the acks through a final sync. See `harness.rs`.
 
+mod large_group;
 mod push_latency;
 mod report;
 mod sync_feed;
@@ -35,6 +36,8 @@ pub enum Scenario {
     PushLatency,
     /// The sync feed of a user with many conversations, and a 10,000-event catch-up.
     SyncFeed,
+    /// Fanout to a large group, push or pull: send-to-delivery and server CPU per message.
+    LargeGroup,
     /// The seed's peak: 1,250 sends/s over direct chats, groups and one hot group.
     SeedPeak,
     /// Closed loop with rising concurrency until throughput stops rising.
@@ -61,6 +64,11 @@ pub struct BenchArgs {
     /// Sends in flight at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Group conversations the push-latency sends are spread over, round robin. One is a
+    /// single hot conversation (in PostgreSQL every send waits for the same row lock); several
+    /// show the store's ceiling across conversations.
+    #[arg(long, default_value_t = 1)]
+    pub groups: usize,
     /// Conversations of the reading user (sync-feed).
     #[arg(long, default_value_t = 1_000)]
     pub conversations: usize,
@@ -70,6 +78,8 @@ pub struct BenchArgs {
     /// Directory for report.json.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    #[command(flatten)]
+    pub large_group: large_group::LargeGroupArgs,
     /// Seconds of load (load-model scenarios).
     #[arg(long, default_value_t = 30)]
     pub duration: u64,
@@ -103,6 +113,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     match args.scenario {
         Scenario::PushLatency => push_latency::run(&args).await,
         Scenario::SyncFeed => sync_feed::run(&args).await,
+        Scenario::LargeGroup => large_group::run(&args).await,
         Scenario::SeedPeak => seed_peak::run(&args).await,
         Scenario::Saturate => saturate::run(&args).await,
         Scenario::HotConversation => hot_conversation::run(&args).await,

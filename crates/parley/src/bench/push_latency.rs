@@ -14,6 +14,9 @@ use tokio_tungstenite::tungstenite::Message;
 use super::report::{micros_histogram, percentiles_ms};
 use super::BenchArgs;
 
+/// A pushed or sent message: its conversation and seq.
+type MsgKey = (String, i64);
+
 /// How long the receiver may trail the last ack before the run counts pushes as lost.
 const DRAIN_TIMEOUT_MS: u64 = 10_000;
 
@@ -29,10 +32,17 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     }
     let sender = admin.device_client(&admin.create_device(&sender_id, "d1").await?);
     let receiver_token = admin.create_device(&receiver_id, "d1").await?;
-    let conv_id = format!("bench-{tag}");
-    sender
-        .create_conversation(&NewConversation::group([receiver_id.as_str()]).with_conv_id(&conv_id))
-        .await?;
+    let conversations = args.groups.max(1);
+    let mut conv_ids = Vec::with_capacity(conversations);
+    for c in 0..conversations {
+        let conv_id = format!("bench-{tag}-{c}");
+        sender
+            .create_conversation(
+                &NewConversation::group([receiver_id.as_str()]).with_conv_id(&conv_id),
+            )
+            .await?;
+        conv_ids.push(conv_id);
+    }
 
     // The receiver records when each seq's push arrives.
     let ws_url = format!(
@@ -45,7 +55,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     let (mut ws, _) = tokio_tungstenite::connect_async(req)
         .await
         .context("receiver WebSocket")?;
-    let pushes: Arc<Mutex<HashMap<i64, Instant>>> = Arc::default();
+    let pushes: Arc<Mutex<HashMap<MsgKey, Instant>>> = Arc::default();
     let recorder = {
         let pushes = pushes.clone();
         tokio::spawn(async move {
@@ -56,8 +66,10 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
                     continue;
                 };
                 if v["type"] == "event" && v["event"]["kind"] == "msg" {
-                    if let Some(seq) = v["event"]["seq"].as_i64() {
-                        pushes.lock().await.insert(seq, at);
+                    if let (Some(conv), Some(seq)) =
+                        (v["event"]["conv_id"].as_str(), v["event"]["seq"].as_i64())
+                    {
+                        pushes.lock().await.insert((conv.to_owned(), seq), at);
                     }
                 }
             }
@@ -66,12 +78,14 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let limit = Arc::new(Semaphore::new(args.concurrency.max(1)));
-    let sends: Arc<Mutex<Vec<(i64, Instant, Instant)>>> = Arc::default();
+    // Each acked send: its key, when it was sent and when its ack arrived.
+    let sends: Arc<Mutex<Vec<(MsgKey, Instant, Instant)>>> = Arc::default();
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.messages);
     for i in 0..args.messages {
         let permit = limit.clone().acquire_owned().await?;
-        let (sender, conv_id, sends) = (sender.clone(), conv_id.clone(), sends.clone());
+        let conv_id = conv_ids[i % conversations].clone();
+        let (sender, sends) = (sender.clone(), sends.clone());
         tasks.push(tokio::spawn(async move {
             let start = Instant::now();
             let ack = sender
@@ -80,7 +94,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
             let acked = Instant::now();
             drop(permit);
             if let Ok(ack) = ack {
-                sends.lock().await.push((ack.seq, start, acked));
+                sends.lock().await.push(((conv_id, ack.seq), start, acked));
             }
         }));
     }
@@ -102,9 +116,9 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
     );
     let pushes = pushes.lock().await;
     let mut lost = 0u64;
-    for (seq, start, acked) in sends.lock().await.iter() {
+    for (key, start, acked) in sends.lock().await.iter() {
         ack_h.record((*acked - *start).as_micros().max(1) as u64)?;
-        match pushes.get(seq) {
+        match pushes.get(key) {
             Some(pushed) => {
                 push_h.record(pushed.saturating_duration_since(*start).as_micros().max(1) as u64)?;
                 lag_h.record(pushed.saturating_duration_since(*acked).as_micros().max(1) as u64)?;
@@ -120,6 +134,7 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
         "messages": args.messages,
         "sends_acked": sent,
         "concurrency": args.concurrency,
+        "groups": conversations,
         "duration_s": elapsed.as_secs_f64(),
         "throughput_per_s": sent as f64 / elapsed.as_secs_f64(),
         "pushes_missing": lost,

@@ -1,0 +1,197 @@
+//! The store contract run against the embedded SQLite store: a fresh database file in a
+//! temporary directory per test. The test names are those of `pg_contract.rs`.
+
+mod contract;
+
+use std::sync::Arc;
+
+use anyhow::{ensure, Result};
+use parley_store::sqlite::SqliteStore;
+use parley_store::Store;
+use sqlx::Connection;
+use tempfile::TempDir;
+
+/// A migrated store on a new file, and the directory that holds it (removed when dropped, so it
+/// must outlive the test's use of the store).
+async fn store() -> Result<(Arc<dyn Store>, TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::open_dir(dir.path()).await?;
+    store.migrate().await?;
+    Ok((Arc::new(store), dir))
+}
+
+#[tokio::test]
+async fn check_04_normal_history() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::normal_history(&*store).await
+}
+
+#[tokio::test]
+async fn check_04_non_member_rejected() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::non_member_rejected(&*store).await
+}
+
+#[tokio::test]
+async fn check_04_unknown_conv_same_error() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::unknown_conv_same_error(&*store).await
+}
+
+#[tokio::test]
+async fn check_04_idempotency_mismatch() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::idempotency_mismatch(&*store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_concurrent_replay_one_row() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::concurrent_replay_one_row(store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_seq_gapless() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::seq_gapless(store).await
+}
+
+#[tokio::test]
+async fn check_08_leave_closes_interval() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::leave_closes_interval(&*store).await
+}
+
+#[tokio::test]
+async fn history_pages_9_8_7_then_6_5_4() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::history_pages(&*store).await
+}
+
+#[tokio::test]
+async fn check_09_read_position_monotonic() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::read_position_monotonic(&*store).await
+}
+
+#[tokio::test]
+async fn check_05_old_cleanup_keeps_new_route() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::old_cleanup_keeps_new_route(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_periods_bound_reads() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::periods_bound_reads(&*store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_conversations_gapless() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::many_conversations_gapless(store).await
+}
+
+#[tokio::test]
+async fn tokens_revoke() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::tokens_revoke(&*store).await
+}
+
+#[tokio::test]
+async fn check_07_through_seq_skips_invisible() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::through_seq_skips_invisible(&*store).await
+}
+
+#[tokio::test]
+async fn check_07_sync_feed_only_changed() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::sync_feed_only_changed(&*store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_09_read_monotonic() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::read_monotonic(store).await
+}
+
+#[tokio::test]
+async fn check_09_unread_respects_membership() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::unread_respects_membership(&*store).await
+}
+
+#[tokio::test]
+async fn check_09_own_send_advances_read() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::own_send_advances_read(&*store).await
+}
+
+#[tokio::test]
+async fn check_08_threshold_switches_to_pull() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::threshold_switches_to_pull(&*store).await
+}
+
+#[tokio::test]
+async fn check_08_member_cannot_remove_others() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::member_cannot_remove_others(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_recall_window() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::recall_window(&*store).await
+}
+
+/// Besides the contract, the stored row itself: no body, a recall time, the fingerprint kept.
+#[tokio::test]
+async fn check_11_recall_erases_body() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let sqlite = SqliteStore::open_dir(dir.path()).await?;
+    sqlite.migrate().await?;
+    let (conv, seq) = contract::recall_erases_body(&sqlite).await?;
+    let mut probe =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", sqlite.path().display()))
+            .await?;
+    let (body, recalled, hash): (Option<String>, bool, Option<String>) = sqlx::query_as(
+        "SELECT body, recalled_at IS NOT NULL, request_hash FROM events WHERE conv_id = $1 AND seq = $2",
+    )
+    .bind(conv.as_str())
+    .bind(seq)
+    .fetch_one(&mut probe)
+    .await?;
+    ensure!(
+        body.is_none(),
+        "the stored body survived the recall: {body:?}"
+    );
+    ensure!(recalled, "recalled_at is not set");
+    ensure!(hash.is_some(), "the request hash was erased too");
+    Ok(())
+}
+
+#[tokio::test]
+async fn check_11_recall_idempotent() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::recall_idempotent(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_purge_advances_min_seq() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::purge_advances_min_seq(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_retry_after_purge_hits_tombstone() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::retry_after_purge_hits_tombstone(&*store).await
+}
+
+#[tokio::test]
+async fn check_11_tombstone_expiry() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::tombstone_expiry(&*store).await
+}
