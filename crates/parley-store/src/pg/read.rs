@@ -4,13 +4,13 @@
 //! events inside them. A reader who never had a period gets `NotMember`, exactly like a reader
 //! of a conversation that does not exist (P10).
 
-use parley_domain::membership::visible_ranges;
 use parley_domain::{ConvId, ConversationView, Event, EventsPage, Period, Rejection, UserId};
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::rows::event_from_row;
 use super::views;
 use crate::error::StoreError;
+use crate::page::{events_page, RangeReader, ReaderLog};
 use crate::types::{ConversationFeed, EventsQuery};
 
 /// The conversation row and the reader's periods, read in one snapshot.
@@ -112,6 +112,24 @@ async fn range(
     rows.iter().map(|r| event_from_row(conv_id, r)).collect()
 }
 
+/// The range reads of one read transaction, for `page::events_page`.
+struct Ranges<'c> {
+    conn: &'c mut PgConnection,
+}
+
+#[async_trait::async_trait]
+impl RangeReader for Ranges<'_> {
+    async fn range(
+        &mut self,
+        conv_id: &ConvId,
+        bounds: (i64, i64),
+        descending: bool,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        range(self.conn, conv_id, bounds, descending, limit).await
+    }
+}
+
 pub(super) async fn events(
     pool: &PgPool,
     conv_id: &ConvId,
@@ -119,67 +137,15 @@ pub(super) async fn events(
     query: EventsQuery,
     limit: u32,
 ) -> Result<EventsPage, StoreError> {
-    let limit = limit.max(1) as usize;
     let mut tx = begin_snapshot(pool).await?;
     let snap = snapshot(&mut tx, conv_id, viewer).await?;
-    let mut events = Vec::new();
-    let page = match query {
-        EventsQuery::After { after, epoch } => {
-            if epoch.is_some_and(|e| e != snap.epoch) {
-                return Err(Rejection::EpochChanged.into());
-            }
-            let truncated = after < snap.min_seq - 1;
-            let start = after.saturating_add(1).max(snap.min_seq);
-            let mut through_seq = snap.head;
-            for r in visible_ranges(&snap.periods, start, snap.head) {
-                let got = range(&mut tx, conv_id, r, false, limit - events.len()).await?;
-                events.extend(got);
-                if events.len() == limit {
-                    // The page is full: the client resumes right after the last event it got.
-                    through_seq = events.last().map_or(through_seq, |e| e.seq);
-                    break;
-                }
-            }
-            EventsPage {
-                events,
-                head: snap.head,
-                min_seq: snap.min_seq,
-                epoch: snap.epoch,
-                through_seq,
-                truncated,
-                next_before: None,
-            }
-        }
-        EventsQuery::Before { before } => {
-            let upper = before.map_or(snap.head, |b| b.saturating_sub(1).min(snap.head));
-            let ranges = visible_ranges(&snap.periods, snap.min_seq, upper);
-            for r in ranges.iter().rev() {
-                let got = range(&mut tx, conv_id, *r, true, limit - events.len()).await?;
-                events.extend(got);
-                if events.len() == limit {
-                    break;
-                }
-            }
-            // The next page exists only if something visible lies below the smallest seq
-            // examined; once the page reached min_seq (or the reader's first period) it is null.
-            let next_before = match events.last() {
-                Some(last) if events.len() == limit => ranges
-                    .first()
-                    .is_some_and(|(lo, _)| *lo < last.seq)
-                    .then_some(last.seq),
-                _ => None,
-            };
-            EventsPage {
-                events,
-                head: snap.head,
-                min_seq: snap.min_seq,
-                epoch: snap.epoch,
-                through_seq: upper.max(0),
-                truncated: false,
-                next_before,
-            }
-        }
+    let log = ReaderLog {
+        min_seq: snap.min_seq,
+        epoch: snap.epoch,
+        head: snap.head,
+        periods: &snap.periods,
     };
+    let page = events_page(&mut Ranges { conn: &mut tx }, conv_id, log, query, limit).await?;
     tx.commit().await?;
     Ok(page)
 }
