@@ -72,6 +72,40 @@ impl SendRequest {
     }
 }
 
+impl SendRequest {
+    /// The outcome of this request once it committed at `seq`: the ack fields and the event
+    /// to announce. Every store builds it the same way, after its commit returned.
+    pub fn committed(
+        &self,
+        seq: i64,
+        message_id: uuid::Uuid,
+        created_at: chrono::DateTime<chrono::Utc>,
+    ) -> SendOutcome {
+        let event = parley_domain::Event {
+            conv_id: self.conv_id.clone(),
+            seq,
+            kind: parley_domain::EventKind::Msg,
+            created_at,
+            message_id: Some(message_id),
+            sender_user: Some(self.sender_user.clone()),
+            sender_device: Some(self.sender_device.as_str().to_owned()),
+            client_msg_id: Some(self.client_msg_id.as_str().to_owned()),
+            body: Some(self.body.as_str().to_owned()),
+            recalled: false,
+            subject_user: None,
+            target_seq: None,
+        };
+        SendOutcome {
+            conv_id: self.conv_id.clone(),
+            seq,
+            message_id,
+            dup: false,
+            purged: false,
+            event: Some(event),
+        }
+    }
+}
+
 /// The answer to a send: the ack fields, plus the committed event when this call wrote it.
 #[derive(Debug, Clone)]
 pub struct SendOutcome {

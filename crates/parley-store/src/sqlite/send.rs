@@ -7,7 +7,7 @@
 //! transaction, so every check sees every send that committed before: two identical concurrent
 //! requests resolve to one row and one `dup = false`.
 
-use parley_domain::{Event, EventKind, Rejection};
+use parley_domain::Rejection;
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -138,26 +138,5 @@ pub(super) async fn send(
     // 6. Commit; only now may the caller ack and announce.
     commit(tx).await?;
 
-    let event = Event {
-        conv_id: req.conv_id.clone(),
-        seq,
-        kind: EventKind::Msg,
-        created_at,
-        message_id: Some(message_id),
-        sender_user: Some(req.sender_user.clone()),
-        sender_device: Some(req.sender_device.as_str().to_owned()),
-        client_msg_id: Some(key.to_owned()),
-        body: Some(req.body.as_str().to_owned()),
-        recalled: false,
-        subject_user: None,
-        target_seq: None,
-    };
-    Ok(SendOutcome {
-        conv_id: req.conv_id.clone(),
-        seq,
-        message_id,
-        dup: false,
-        purged: false,
-        event: Some(event),
-    })
+    Ok(req.committed(seq, message_id, created_at))
 }
