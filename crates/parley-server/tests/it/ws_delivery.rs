@@ -1,16 +1,14 @@
 //! Sends and pushes over WebSocket (chapter 06): acks after commit, retries, fanout to every
 //! device, and isolation of a slow consumer.
 
-mod ws_support;
-
 use std::time::Duration;
 
+use crate::ws_support::Ws;
 use anyhow::{ensure, Result};
 use parley_client::NewConversation;
 use parley_domain::Limits;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::{json, Value};
-use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 /// How long the slow consumer may take to be disconnected once the others got every push.

@@ -1,10 +1,9 @@
 //! The store contract run against the embedded SQLite store: a fresh database file in a
 //! temporary directory per test. The test names are those of `pg_contract.rs`.
 
-mod contract;
-
 use std::sync::Arc;
 
+use crate::contract;
 use anyhow::{ensure, Result};
 use parley_store::sqlite::SqliteStore;
 use parley_store::Store;

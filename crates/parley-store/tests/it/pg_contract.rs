@@ -1,9 +1,8 @@
 //! The store contract run against PostgreSQL: a fresh database per test.
 
-mod contract;
-
 use std::sync::Arc;
 
+use crate::contract;
 use anyhow::ensure;
 use anyhow::Result;
 use parley_store::pg::PgStore;

@@ -1,14 +1,12 @@
 //! Incremental sync and multi-device read over HTTP and WebSocket (chapters 07 and 09).
 
-mod ws_support;
-
 use std::time::Duration;
 
+use crate::ws_support::Ws;
 use anyhow::{ensure, Result};
 use parley_client::{Method, NewConversation};
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
-use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 

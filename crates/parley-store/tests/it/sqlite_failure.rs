@@ -1,12 +1,11 @@
 //! Failures injected for real into the SQLite store's write transactions, through triggers
 //! added to the test's database file, and the durability of what was acked.
 
-mod contract;
-
 use std::time::Duration;
 
+use crate::contract;
+use crate::contract::{new_conv, send, user};
 use anyhow::{ensure, Result};
-use contract::{new_conv, send, user};
 use parley_domain::ConvKind;
 use parley_store::sqlite::SqliteStore;
 use parley_store::{Store, StoreError};

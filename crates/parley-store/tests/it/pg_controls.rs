@@ -1,8 +1,6 @@
 //! PostgreSQL-specific checks of SPEC §12: the two negative controls, which show that the guards
 //! of the real send path are what keeps the invariants, and the plan of the range read.
 
-mod contract;
-
 use anyhow::{ensure, Result};
 use parley_store::pg::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 use parley_testkit::TestDb;

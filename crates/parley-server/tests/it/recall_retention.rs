@@ -1,15 +1,13 @@
 //! Recall and retention over HTTP and WebSocket (chapter 11): the recall endpoint and its
 //! push, the background purge, and retries answered from tombstones.
 
-mod ws_support;
-
 use std::time::Duration;
 
+use crate::ws_support::Ws;
 use anyhow::{ensure, Context, Result};
 use parley_client::{code, Client, Method, NewConversation, RawResponse};
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::{json, Value};
-use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 /// Recall window of the conversation whose window the test lets pass.

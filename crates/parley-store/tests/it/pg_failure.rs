@@ -1,9 +1,7 @@
 //! Failures injected for real into the send transaction with triggers in the test database.
 
-mod contract;
-
+use crate::contract::{new_conv, send, user};
 use anyhow::{ensure, Result};
-use contract::{new_conv, send, user};
 use parley_domain::ConvKind;
 use parley_store::{Store, StoreError};
 use parley_testkit::TestDb;

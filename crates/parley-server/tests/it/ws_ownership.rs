@@ -1,15 +1,13 @@
 //! Connection ownership (chapter 05): routes, kicks and revocation.
 
-mod ws_support;
-
 use std::time::Duration;
 
+use crate::ws_support::Ws;
 use anyhow::{ensure, Result};
 use parley_domain::{DeviceId, UserId};
 use parley_store::Route;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
-use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 

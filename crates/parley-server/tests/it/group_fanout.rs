@@ -1,15 +1,13 @@
 //! Group fanout over real sockets (chapter 08): pull groups get coalesced hints instead of
 //! events, and a group switches to pull at the join that reaches the threshold.
 
-mod ws_support;
-
 use std::time::{Duration, Instant};
 
+use crate::ws_support::Ws;
 use anyhow::{ensure, Context, Result};
 use parley_client::{DeliveryMode, NewConversation};
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::{json, Value};
-use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 /// Messages of the burst; they commit far faster than one per hint interval.

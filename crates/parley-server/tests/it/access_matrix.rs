@@ -8,15 +8,13 @@
 //! 8 leave ben, 9 m-3 (ana), 10 join ret, 11 m-4 (ana).
 //! So ben sees 2..=8, ret sees 3..=6 and 10.., out sees nothing.
 
-mod ws_support;
-
 use std::time::Duration;
 
+use crate::ws_support::Ws;
 use anyhow::{ensure, Context, Result};
 use parley_client::{code, Client, Method, NewConversation, RawResponse};
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::{json, Value};
-use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 /// How long a socket must stay silent to count as having received nothing more.

@@ -1,16 +1,15 @@
 //! The frame protocol of SPEC §7: bad frames, size limits, authentication, sync and read.
 
-mod ws_support;
-
 use std::time::Duration;
 
+use crate::ws_support;
+use crate::ws_support::Ws;
 use anyhow::{ensure, Result};
 use parley_client::NewConversation;
 use parley_domain::Limits;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
-use ws_support::Ws;
 
 const WAIT: Duration = Duration::from_secs(5);
 

@@ -1,0 +1,15 @@
+//! One test binary for the crate: every integration test links once, which keeps
+//! builds fast and small. Each module below is one former test file.
+
+mod access_matrix;
+mod group_fanout;
+mod http_concurrency;
+mod http_contract;
+mod outcome_unknown;
+mod recall_retention;
+mod seed_case;
+mod sync_and_read;
+mod ws_delivery;
+mod ws_ownership;
+mod ws_protocol;
+mod ws_support;

@@ -1,0 +1,10 @@
+//! One test binary for the crate: every integration test links once, which keeps
+//! builds fast and small. Each module below is one former test file.
+
+mod contract;
+mod pg_bus;
+mod pg_contract;
+mod pg_controls;
+mod pg_failure;
+mod sqlite_contract;
+mod sqlite_failure;

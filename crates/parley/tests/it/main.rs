@@ -1,0 +1,5 @@
+//! One test binary for the crate: every integration test links once, which keeps
+//! builds fast and small. Each module below is one former test file.
+
+mod bench_load_model;
+mod restart_safety;
