@@ -6,6 +6,8 @@
 //! `head` and the reader's periods come from one snapshot.
 
 mod admin;
+mod events_after;
+pub use events_after::EVENTS_AFTER_ONE_PERIOD_SQL;
 pub mod bus;
 pub use bus::{PgBus, PgBusStats};
 /// Re-exported so a caller of [`PgBus::start`] needs no tokio-util dependency of its own and

@@ -7,6 +7,7 @@
 use parley_domain::{ConvId, ConversationView, Event, EventsPage, Period, Rejection, UserId};
 use sqlx::{PgConnection, PgPool, Row};
 
+use super::events_after::events_after_one_period;
 use super::rows::event_from_row;
 use super::views;
 use crate::error::StoreError;
@@ -137,6 +138,12 @@ pub(super) async fn events(
     query: EventsQuery,
     limit: u32,
 ) -> Result<EventsPage, StoreError> {
+    if let EventsQuery::After { after, epoch } = query {
+        let one = events_after_one_period(pool, conv_id, viewer, (after, epoch), limit).await?;
+        if let Some(page) = one {
+            return Ok(page);
+        }
+    }
     let mut tx = begin_snapshot(pool).await?;
     let snap = snapshot(&mut tx, conv_id, viewer).await?;
     let log = ReaderLog {

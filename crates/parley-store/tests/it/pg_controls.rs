@@ -2,7 +2,7 @@
 //! of the real send path are what keeps the invariants, and the plan of the range read.
 
 use anyhow::{ensure, Result};
-use parley_store::pg::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
+use parley_store::pg::{EVENTS_AFTER_ONE_PERIOD_SQL, EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 use parley_testkit::TestDb;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Row};
@@ -122,6 +122,18 @@ async fn check_04_history_uses_pk() -> Result<()> {
     .bind(PLAN_EVENTS_PER_CONVERSATION)
     .execute(pool)
     .await?;
+    // Seven members per conversation, each with one open period from seq 1.
+    sqlx::query("INSERT INTO users (user_id) SELECT 'u-' || u FROM generate_series(0, 6) AS u")
+        .execute(pool)
+        .await?;
+    sqlx::query(
+        "INSERT INTO membership_periods (conv_id, user_id, from_seq, role)
+         SELECT 'c-' || c, 'u-' || u, 1, 'member'
+         FROM generate_series(1, $1) AS c, generate_series(0, 6) AS u",
+    )
+    .bind(PLAN_CONVERSATIONS)
+    .execute(pool)
+    .await?;
     sqlx::query("ANALYZE").execute(pool).await?;
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
         .fetch_one(pool)
@@ -153,6 +165,25 @@ async fn check_04_history_uses_pk() -> Result<()> {
             "range read does not use the primary key: {plan}"
         );
     }
+
+    // The one-statement events-after read: the same primary-key range scan, inside the join.
+    let explain = format!("EXPLAIN (FORMAT JSON) {EVENTS_AFTER_ONE_PERIOD_SQL}");
+    let plan: serde_json::Value = sqlx::query_scalar(&explain)
+        .bind("c-500")
+        .bind("u-3")
+        .bind(12i64)
+        .bind(50i64)
+        .fetch_one(pool)
+        .await?;
+    let mut nodes = Vec::new();
+    collect_nodes(&plan[0]["Plan"], &mut nodes);
+    println!("04-history-uses-pk (events after, one statement): nodes = {nodes:?}");
+    let uses_pk = nodes.iter().any(|(_, index)| index == "events_pkey");
+    let seq_scan = nodes.iter().any(|(node, _)| node == "Seq Scan");
+    ensure!(
+        uses_pk && !seq_scan,
+        "one-statement events-after does not use the primary key: {plan}"
+    );
     Ok(())
 }
 

@@ -1,0 +1,106 @@
+//! Events after a cursor in one statement: the read every device makes on a pull group's hint
+//! and on every gap, so it is the most frequent read in a busy deployment.
+//!
+//! The general path (`read::events`) opens a read-only REPEATABLE READ transaction and reads
+//! the conversation row, the reader's periods and each visible range: six round trips. For a
+//! reader with one membership period (everyone who never left and rejoined) the visible range is
+//! a single interval, so the conversation row, the period and the range scan fit in one
+//! statement, which PostgreSQL runs in one snapshot: one round trip, the same answer. Readers
+//! with several periods take the general path.
+
+use parley_domain::{ConvId, EventsPage, Rejection, UserId};
+use sqlx::{PgPool, Row};
+
+use super::rows::event_from_row;
+use crate::error::StoreError;
+
+/// The conversation row and the reader's one period, joined to the range scan of the log by
+/// primary key (`events_after_uses_pk` checks the plan). The range is empty unless the reader
+/// has exactly one period; `period_count` tells the caller which case it is.
+pub const EVENTS_AFTER_ONE_PERIOD_SQL: &str = "
+WITH c AS (
+    SELECT next_seq - 1 AS log_head, min_seq, epoch FROM conversations WHERE conv_id = $1
+), p AS (
+    SELECT from_seq, to_seq FROM membership_periods WHERE conv_id = $1 AND user_id = $2
+), r AS (
+    SELECT c.log_head, c.min_seq, c.epoch,
+           (SELECT count(*) FROM p) AS period_count,
+           (SELECT from_seq FROM p LIMIT 1) AS from_seq,
+           (SELECT to_seq FROM p LIMIT 1) AS to_seq
+      FROM c
+)
+SELECT r.log_head AS r_log_head, r.min_seq AS r_min_seq, r.epoch AS r_epoch,
+       r.period_count AS r_period_count, r.to_seq AS r_to_seq,
+       e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
+       e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at
+  FROM r LEFT JOIN LATERAL (
+    SELECT seq, kind, created_at, message_id, sender_user, sender_device,
+           client_msg_id, body, subject_user, target_seq, recalled_at
+      FROM events
+     WHERE r.period_count = 1
+       AND conv_id = $1
+       AND seq BETWEEN GREATEST($3, r.min_seq, r.from_seq)
+                   AND LEAST(r.log_head, COALESCE(r.to_seq, r.log_head))
+     ORDER BY seq ASC
+     LIMIT $4
+  ) e ON true
+ ORDER BY e.seq ASC";
+
+/// `Ok(None)`: the reader has several periods; the caller reads through the general path.
+pub(super) async fn events_after_one_period(
+    pool: &PgPool,
+    conv_id: &ConvId,
+    viewer: &UserId,
+    (after, epoch): (i64, Option<i64>),
+    limit: u32,
+) -> Result<Option<EventsPage>, StoreError> {
+    let limit = limit.max(1);
+    let rows = sqlx::query(EVENTS_AFTER_ONE_PERIOD_SQL)
+        .bind(conv_id.as_str())
+        .bind(viewer.as_str())
+        .bind(after.saturating_add(1))
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await?;
+    // No row: the conversation does not exist, which answers like a non-member (P10).
+    let Some(first) = rows.first() else {
+        return Err(Rejection::NotMember.into());
+    };
+    let period_count: i64 = first.try_get("r_period_count")?;
+    match period_count {
+        0 => return Err(Rejection::NotMember.into()),
+        1 => {}
+        _ => return Ok(None),
+    }
+    let log_epoch: i64 = first.try_get("r_epoch")?;
+    if epoch.is_some_and(|e| e != log_epoch) {
+        return Err(Rejection::EpochChanged.into());
+    }
+    let min_seq: i64 = first.try_get("r_min_seq")?;
+    let log_head: i64 = first.try_get("r_log_head")?;
+    // A former member sees the log up to the end of their period (P11).
+    let head = first
+        .try_get::<Option<i64>, _>("r_to_seq")?
+        .unwrap_or(log_head);
+    let mut events = Vec::with_capacity(rows.len());
+    for row in &rows {
+        // The left join gives one row without an event when the range is empty.
+        if row.try_get::<Option<i64>, _>("seq")?.is_some() {
+            events.push(event_from_row(conv_id, row)?);
+        }
+    }
+    // A full page: the client resumes right after the last event it got.
+    let through_seq = match events.last() {
+        Some(last) if events.len() == limit as usize => last.seq,
+        _ => head,
+    };
+    Ok(Some(EventsPage {
+        events,
+        head,
+        min_seq,
+        epoch: log_epoch,
+        through_seq,
+        truncated: after < min_seq - 1,
+        next_before: None,
+    }))
+}
