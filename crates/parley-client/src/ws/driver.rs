@@ -1,7 +1,7 @@
 //! The background task of a session: it owns the socket, writes requests and matches their
 //! answers, keeps the connection alive, and replaces it when it drops.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use crate::client::Client;
 use crate::error::ClientError;
 use crate::retry::backoff_ms;
 use crate::ws::connection::{self, on_close, Ended, Silence, Socket};
+use crate::ws::fetch::{SocketFetch, Stashed};
 use crate::ws::frames::{ClientFrame, Request, ServerFrame};
 use crate::ws::options::RealtimeOptions;
 use crate::ws::sequencer::{Sequencer, Stopped};
@@ -35,6 +36,9 @@ pub(crate) struct Driver {
     /// `requests_in_flight_max`; emptied whenever a connection ends.
     pending: HashMap<String, Reply>,
     requests_written: u64,
+    /// Frames that arrived while a fetch waited for its answer, handled next, in order.
+    /// Bounded by `fetch::STASH_LEN_MAX`; emptied whenever a connection ends.
+    stash: VecDeque<Stashed>,
 }
 
 impl Driver {
@@ -62,6 +66,7 @@ impl Driver {
             cancel,
             pending: HashMap::new(),
             requests_written: 0,
+            stash: VecDeque::new(),
         }
     }
 
@@ -74,6 +79,8 @@ impl Driver {
                 Ended::Stop(reason) => break reason,
                 Ended::Lost(why) => {
                     tracing::info!(reason = %why, "realtime connection lost; reconnecting");
+                    // Frames of the lost connection: the resync below covers their events.
+                    self.stash.clear();
                     self.fail_pending(|| ClientError::Disconnected {
                         reason: why.clone(),
                     });
@@ -84,7 +91,15 @@ impl Driver {
                 Err(reason) => break reason,
             };
             let caught_up = match self.sequencer.deliver(Delivery::Reconnected).await {
-                Ok(()) => self.sequencer.resync_all().await,
+                Ok(()) => {
+                    let mut fetch = SocketFetch {
+                        socket: &mut socket,
+                        stash: &mut self.stash,
+                        requests_written: &mut self.requests_written,
+                        answer_timeout_ms: self.options.answer_timeout_ms,
+                    };
+                    self.sequencer.resync_all(&mut fetch).await
+                }
                 Err(stopped) => Err(stopped),
             };
             if caught_up.is_err() {
@@ -103,6 +118,18 @@ impl Driver {
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut silence = Silence::new();
         loop {
+            if let Some(kept) = self.stash.pop_front() {
+                let started = Instant::now();
+                let ended = match kept {
+                    Stashed::Frame(frame) => self.on_frame(socket, frame).await,
+                    Stashed::Message(message) => self.on_message(socket, message).await,
+                };
+                if let Some(ended) = ended {
+                    return ended;
+                }
+                silence.busy_for(started.elapsed());
+                continue;
+            }
             let room = self.pending.len() < self.options.requests_in_flight_max.max(1);
             tokio::select! {
                 biased;
@@ -136,7 +163,7 @@ impl Driver {
                     }
                 }
                 () = self.shared.wake.notified() => {
-                    if let Err(ended) = self.resync_stale(&mut silence).await {
+                    if let Err(ended) = self.resync_stale(socket, &mut silence).await {
                         return ended;
                     }
                 }
@@ -177,13 +204,23 @@ impl Driver {
             request: Request::Ping,
         };
         write(socket, &ping).await?;
-        self.resync_stale(silence).await
+        self.resync_stale(socket, silence).await
     }
 
-    async fn resync_stale(&mut self, silence: &mut Silence) -> Result<(), Ended> {
+    async fn resync_stale(
+        &mut self,
+        socket: &mut Socket,
+        silence: &mut Silence,
+    ) -> Result<(), Ended> {
         let started = Instant::now();
+        let mut fetch = SocketFetch {
+            socket,
+            stash: &mut self.stash,
+            requests_written: &mut self.requests_written,
+            answer_timeout_ms: self.options.answer_timeout_ms,
+        };
         self.sequencer
-            .resync_stale()
+            .resync_stale(&mut fetch)
             .await
             .map_err(|Stopped| Ended::Stop(StopReason::Closed))?;
         silence.busy_for(started.elapsed());
@@ -193,7 +230,7 @@ impl Driver {
     async fn on_message(&mut self, socket: &mut Socket, message: Message) -> Option<Ended> {
         match message {
             Message::Text(text) => match ServerFrame::parse(text.as_str()) {
-                Ok(frame) => self.on_frame(frame).await,
+                Ok(frame) => self.on_frame(socket, frame).await,
                 Err(e) => {
                     tracing::warn!(error = %e, "ignoring a frame that does not decode");
                     None
@@ -211,7 +248,13 @@ impl Driver {
         }
     }
 
-    async fn on_frame(&mut self, frame: ServerFrame) -> Option<Ended> {
+    async fn on_frame(&mut self, socket: &mut Socket, frame: ServerFrame) -> Option<Ended> {
+        let mut fetch = SocketFetch {
+            socket,
+            stash: &mut self.stash,
+            requests_written: &mut self.requests_written,
+            answer_timeout_ms: self.options.answer_timeout_ms,
+        };
         let delivered = match frame {
             ServerFrame::Ack { req_id, fields } => {
                 self.answer(req_id, Ok(Value::Object(fields)));
@@ -235,8 +278,10 @@ impl Driver {
                 tracing::warn!(code, "the server refused a frame without a req_id");
                 Ok(())
             }
-            ServerFrame::Event { event } => self.sequencer.on_event(event).await,
-            ServerFrame::Hint { conv_id, head } => self.sequencer.on_hint(&conv_id, head).await,
+            ServerFrame::Event { event } => self.sequencer.on_event(&mut fetch, event).await,
+            ServerFrame::Hint { conv_id, head } => {
+                self.sequencer.on_hint(&mut fetch, &conv_id, head).await
+            }
             ServerFrame::Read { conv_id, read_seq } => {
                 self.sequencer
                     .deliver(Delivery::Read { conv_id, read_seq })

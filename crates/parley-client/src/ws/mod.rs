@@ -33,6 +33,7 @@
 mod connection;
 pub mod cursor;
 mod driver;
+mod fetch;
 pub mod frames;
 mod options;
 mod sequencer;

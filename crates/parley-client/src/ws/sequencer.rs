@@ -1,5 +1,5 @@
 //! Turns pushes, hints and reconnects into an exact, ordered delivery per conversation,
-//! fetching whatever the pushes missed through events-after over HTTP.
+//! fetching whatever the pushes missed through events-after (a `sync` on the socket, `fetch.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::error::{code, ClientError};
 use crate::types::Event;
 use crate::ws::cursor::{fill_finished, Position, Verdict};
+use crate::ws::fetch::Fetch;
 use crate::ws::options::RealtimeOptions;
 use crate::ws::session::{Delivery, Shared};
 
@@ -69,7 +70,11 @@ impl Sequencer {
 
     /// A pushed event: delivered when it is the next one, dropped when the app has it,
     /// preceded by the missing events when it lies beyond a gap.
-    pub(crate) async fn on_event(&self, event: Event) -> Result<(), Stopped> {
+    pub(crate) async fn on_event(
+        &self,
+        fetch: &mut impl Fetch,
+        event: Event,
+    ) -> Result<(), Stopped> {
         let conv_id = event.conv_id.clone();
         let mut verdict = self.shared.cursors().verdict(&conv_id, event.seq);
         if verdict == Verdict::Untracked {
@@ -82,40 +87,45 @@ impl Sequencer {
             Verdict::Gap => {
                 // The fetched pages normally contain the pushed event itself; it is delivered
                 // from the push only if the fill stopped just short of it.
-                self.catch_up(&conv_id, Some(event.seq)).await?;
+                self.catch_up(fetch, &conv_id, Some(event.seq)).await?;
                 self.deliver_next(event).await
             }
         }
     }
 
     /// New events exist up to `head`: fetch them.
-    pub(crate) async fn on_hint(&self, conv_id: &str, head: i64) -> Result<(), Stopped> {
+    pub(crate) async fn on_hint(
+        &self,
+        fetch: &mut impl Fetch,
+        conv_id: &str,
+        head: i64,
+    ) -> Result<(), Stopped> {
         let untracked = self.shared.cursors().position(conv_id).is_none();
         if untracked {
             self.adopt(conv_id, head).await?;
         }
-        self.catch_up(conv_id, Some(head)).await
+        self.catch_up(fetch, conv_id, Some(head)).await
     }
 
     /// Catches every tracked conversation up to its head, after a new connection replaced a
     /// lost one: pushes sent while no connection existed are gone.
-    pub(crate) async fn resync_all(&self) -> Result<(), Stopped> {
+    pub(crate) async fn resync_all(&self, fetch: &mut impl Fetch) -> Result<(), Stopped> {
         let tracked = {
             let mut cursors = self.shared.cursors();
             cursors.take_stale();
             cursors.tracked()
         };
         for conv_id in tracked {
-            self.catch_up(&conv_id, None).await?;
+            self.catch_up(fetch, &conv_id, None).await?;
         }
         Ok(())
     }
 
     /// Catches up the conversations that were newly tracked or whose last fetch failed.
-    pub(crate) async fn resync_stale(&self) -> Result<(), Stopped> {
+    pub(crate) async fn resync_stale(&self, fetch: &mut impl Fetch) -> Result<(), Stopped> {
         let stale = self.shared.cursors().take_stale();
         for conv_id in stale {
-            self.catch_up(&conv_id, None).await?;
+            self.catch_up(fetch, &conv_id, None).await?;
         }
         Ok(())
     }
@@ -158,8 +168,13 @@ impl Sequencer {
     /// Fills `conv_id` up to `target` (its head when `None`). A failed fetch leaves the cursor
     /// where the last good page put it and marks the conversation stale, so it is retried at
     /// the next ping; a conversation the user cannot read at all is no longer tracked.
-    pub(crate) async fn catch_up(&self, conv_id: &str, target: Option<i64>) -> Result<(), Stopped> {
-        match self.fill(conv_id, target).await {
+    pub(crate) async fn catch_up(
+        &self,
+        fetch: &mut impl Fetch,
+        conv_id: &str,
+        target: Option<i64>,
+    ) -> Result<(), Stopped> {
+        match self.fill(fetch, conv_id, target).await {
             Ok(()) => Ok(()),
             Err(FillError::Stopped) => Err(Stopped),
             Err(FillError::Failed(e)) if e.code() == Some(code::NOT_MEMBER) => {
@@ -176,7 +191,12 @@ impl Sequencer {
         }
     }
 
-    async fn fill(&self, conv_id: &str, target: Option<i64>) -> Result<(), FillError> {
+    async fn fill(
+        &self,
+        fetch: &mut impl Fetch,
+        conv_id: &str,
+        target: Option<i64>,
+    ) -> Result<(), FillError> {
         loop {
             let Some(from) = self.shared.cursors().position(conv_id) else {
                 return Ok(());
@@ -185,12 +205,7 @@ impl Sequencer {
                 return Ok(());
             }
             let answer = self
-                .cancellable(self.client.events_after(
-                    conv_id,
-                    from.seq,
-                    Some(self.page_len),
-                    Some(from.epoch),
-                ))
+                .cancellable(fetch.events_after(conv_id, from.seq, self.page_len, from.epoch))
                 .await?;
             let page = match answer {
                 Ok(page) => page,

@@ -1,6 +1,7 @@
 //! The realtime session against a scripted WebSocket peer, for what a real server does only
 //! under failures: a connection dropped before the ack, close codes, a server gone silent.
-//! No database is needed; no conversation is tracked, so the session makes no HTTP call.
+//! No database is needed, and the peer answers no HTTP: a session that tracks a conversation
+//! fetches its events on the socket.
 
 use std::time::Duration;
 
@@ -294,5 +295,68 @@ async fn reconnect_attempts_can_be_bounded() -> Result<()> {
         other => bail!("expected Unreachable, got {other:?}"),
     }
     ensure!(rt.handle().stop_reason() == Some(StopReason::Unreachable));
+    Ok(())
+}
+
+fn event(conv_id: &str, seq: i64) -> Value {
+    json!({
+        "conv_id": conv_id, "seq": seq, "kind": "msg", "created_at": "2024-01-01T00:00:00Z",
+        "message_id": format!("m-{seq}"), "sender_user": "ben", "sender_device": "d1",
+        "client_msg_id": format!("c-{seq}"), "body": "hi"
+    })
+}
+
+/// A tracked conversation is caught up with a `sync` frame on the socket (the peer serves no
+/// HTTP), and a frame that arrives while the fetch waits is handled after it, not lost.
+#[tokio::test]
+async fn catch_up_fetches_on_the_socket_and_keeps_frames_that_arrive_meanwhile() -> Result<()> {
+    let fake = FakeServer::start().await?;
+    let client = fake.client()?;
+    let (connected, accepted) = tokio::join!(
+        Realtime::connect(&client, RealtimeOptions::default()),
+        fake.accept()
+    );
+    let (mut peer, _, _) = accepted?;
+    let mut rt = connected?;
+    rt.track("c-1", 1, 0);
+
+    let sync = next_request(&mut peer).await?;
+    ensure!(
+        sync["type"] == "sync"
+            && sync["conv_id"] == "c-1"
+            && sync["after"] == 0
+            && sync["epoch"] == 1,
+        "expected a sync for c-1 after 0 in epoch 1: {sync}"
+    );
+    // Before the answer: a read position of another device.
+    reply(
+        &mut peer,
+        json!({"type": "read", "conv_id": "c-1", "read_seq": 1}),
+    )
+    .await?;
+    let page = json!({
+        "type": "ack", "req_id": sync["req_id"], "events": [event("c-1", 1), event("c-1", 2)],
+        "head": 2, "min_seq": 1, "epoch": 1, "through_seq": 2, "truncated": false,
+        "next_before": null
+    });
+    reply(&mut peer, page).await?;
+
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        match next_delivery(&mut rt).await? {
+            Some(Delivery::Event(e)) => got.push(format!("event {}", e.seq)),
+            Some(Delivery::Read { read_seq, .. }) => got.push(format!("read {read_seq}")),
+            other => bail!("unexpected delivery: {other:?}"),
+        }
+    }
+    ensure!(
+        got == ["event 1", "event 2", "read 1"],
+        "the fetched events, then the frame kept meanwhile: {got:?}"
+    );
+    ensure!(
+        rt.cursor("c-1") == Some((1, 2)),
+        "cursor {:?}",
+        rt.cursor("c-1")
+    );
     Ok(())
 }
