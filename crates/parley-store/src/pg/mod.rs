@@ -21,9 +21,14 @@ mod retention;
 pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
+mod send_batch;
+mod send_queue;
+pub use send_batch::{SEND_BATCH_INSERT_SQL, SEND_BATCH_KEY_CHECK_SQL};
+pub use send_queue::{SEND_BATCH_LEN_MAX, SEND_QUEUE_LEN_MAX};
 mod views;
 pub use send::{SEND_INSERT_SQL, SEND_KEY_CHECK_SQL, SEND_LOCK_SQL};
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -42,6 +47,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// Concurrent sends to one conversation, committed together (`send_queue.rs`).
+    sends: Arc<send_queue::SendQueue>,
 }
 
 impl PgStore {
@@ -52,11 +59,14 @@ impl PgStore {
             .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
             .connect(url)
             .await?;
-        Ok(Self { pool })
+        Ok(Self::from_pool(pool))
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            sends: Arc::default(),
+        }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -159,7 +169,7 @@ impl Store for PgStore {
     }
 
     async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
-        send::send(&self.pool, req).await
+        self.sends.send(&self.pool, req.clone()).await
     }
 
     async fn events(

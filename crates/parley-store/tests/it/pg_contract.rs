@@ -240,3 +240,22 @@ async fn check_09_unread_respects_membership() -> Result<()> {
 async fn check_09_own_send_advances_read() -> Result<()> {
     contract::own_send_advances_read(&*store().await).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
+    let pg = pg().await;
+    let pool = pg.pool().clone();
+    let conv = contract::concurrent_mixed_sends_answered_each(Arc::new(pg)).await?;
+    // Sends committed in one transaction share its timestamp: fewer timestamps than messages
+    // show that batches of several sends were committed (SPEC §4, batching).
+    let (messages, stamps): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT created_at) FROM events WHERE conv_id = $1 AND kind = 'msg'",
+    )
+    .bind(conv.as_str())
+    .fetch_one(&pool)
+    .await?;
+    println!("04-concurrent-mixed-sends: {messages} messages in {stamps} transactions");
+    ensure!(messages == 49, "messages: {messages}");
+    ensure!(stamps < messages, "no two sends were committed together");
+    Ok(())
+}

@@ -101,3 +101,128 @@ async fn failure_at_commit_reports_outcome_unknown() -> Result<()> {
     ensure!(!retry.dup && retry.seq == before.0, "retry: {retry:?}");
     Ok(())
 }
+
+/// Starts `n` sends from ana at once, keys `m-b<i>`, and returns the answers in key order.
+async fn concurrent_sends(
+    store: &parley_store::pg::PgStore,
+    conv: &parley_domain::ConvId,
+    ana: &parley_domain::UserId,
+    n: usize,
+) -> Result<Vec<Result<parley_store::SendOutcome, StoreError>>> {
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(n));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let (store, conv, ana, start) = (store.clone(), conv.clone(), ana.clone(), start.clone());
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            send(&store, &conv, &ana, &format!("m-b{i}"), "hello").await
+        }));
+    }
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await?);
+    }
+    Ok(answers)
+}
+
+/// A commit failure under concurrent sends, which the store commits in batches: every send
+/// answers OUTCOME_UNKNOWN, nothing is written, and every retry with the same key then writes
+/// once, at consecutive seqs (P1, P6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failure_at_commit_of_a_batch_leaves_every_outcome_unknown() -> Result<()> {
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    let ana = user(&store, "u-ana").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-f"), &[]))
+        .await?
+        .conv_id;
+    let before = counter_and_rows(store.pool()).await?;
+    sqlx::query(
+        "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'injected failure at commit'; END $$",
+    )
+    .execute(store.pool())
+    .await?;
+    sqlx::query(
+        "CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+         FOR EACH ROW EXECUTE FUNCTION fail_at_commit()",
+    )
+    .execute(store.pool())
+    .await?;
+    let answers = concurrent_sends(&store, &conv, &ana, 24).await?;
+    ensure!(
+        answers
+            .iter()
+            .all(|a| matches!(a, Err(StoreError::OutcomeUnknown(_)))),
+        "answers: {answers:?}"
+    );
+    ensure!(
+        counter_and_rows(store.pool()).await? == before,
+        "state moved after failed commits"
+    );
+    sqlx::query("DROP TRIGGER fail_at_commit ON events")
+        .execute(store.pool())
+        .await?;
+    let retries = concurrent_sends(&store, &conv, &ana, 24).await?;
+    let mut seqs = Vec::new();
+    for r in retries {
+        let ack = r?;
+        ensure!(!ack.dup, "a retry of a failed commit answered dup");
+        seqs.push(ack.seq);
+    }
+    seqs.sort_unstable();
+    let expected: Vec<i64> = (before.0..before.0 + 24).collect();
+    ensure!(seqs == expected, "seqs {seqs:?}");
+    Ok(())
+}
+
+/// A statement failure inside a batch (a poisoned row) rolls the batch back: its sends answer
+/// UNAVAILABLE and write nothing, sends outside it are unaffected, and the log stays gapless.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failure_inside_a_batch_writes_nothing_and_leaves_no_gap() -> Result<()> {
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    let ana = user(&store, "u-ana").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-f"), &[]))
+        .await?
+        .conv_id;
+    sqlx::query(
+        "CREATE FUNCTION fail_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.client_msg_id = 'm-b7' THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$",
+    )
+    .execute(store.pool())
+    .await?;
+    sqlx::query("CREATE TRIGGER fail_after_insert AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION fail_after_insert()")
+        .execute(store.pool())
+        .await?;
+    let answers = concurrent_sends(&store, &conv, &ana, 24).await?;
+    let mut seqs = Vec::new();
+    let mut failed = 0;
+    for (i, a) in answers.iter().enumerate() {
+        match a {
+            Ok(ack) => seqs.push(ack.seq),
+            Err(StoreError::Unavailable(_)) => failed += 1,
+            Err(e) => anyhow::bail!("send {i}: {e:?}"),
+        }
+    }
+    ensure!(
+        matches!(answers[7], Err(StoreError::Unavailable(_))),
+        "the poisoned send: {:?}",
+        answers[7]
+    );
+    let (next, rows) = counter_and_rows(store.pool()).await?;
+    ensure!(
+        rows as usize == 1 + seqs.len() && failed == 24 - seqs.len(),
+        "{rows} rows for {} acks and {failed} failures",
+        seqs.len()
+    );
+    seqs.sort_unstable();
+    let expected: Vec<i64> = (2..2 + seqs.len() as i64).collect();
+    ensure!(
+        seqs == expected && next == 2 + seqs.len() as i64,
+        "seqs {seqs:?}, next_seq {next}"
+    );
+    Ok(())
+}

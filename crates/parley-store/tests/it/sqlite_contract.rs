@@ -194,3 +194,10 @@ async fn check_11_tombstone_expiry() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::tombstone_expiry(&*store).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::concurrent_mixed_sends_answered_each(store).await?;
+    Ok(())
+}

@@ -1553,3 +1553,110 @@ pub async fn tombstone_expiry(store: &dyn Store) -> Result<()> {
     ensure!(rest == 1, "expired at t2: {rest}, expected 1");
     Ok(())
 }
+
+/// Concurrent sends to one conversation, all started at once, each answered on its own
+/// (SPEC §4, batching: a refused request must not fail the others): 48 distinct sends from
+/// two members, 12 sends of one key (8 with one body, 4 with another) and 8 from a
+/// non-member. The distinct sends and the one winner of the shared key take consecutive
+/// seqs; the shared key's other requests are replays of the winner or mismatches; the
+/// non-member writes nothing.
+pub async fn concurrent_mixed_sends_answered_each(store: Arc<dyn Store>) -> Result<ConvId> {
+    let ana = user(&*store, "u-ana").await?;
+    let ben = user(&*store, "u-ben").await?;
+    let cat = user(&*store, "u-cat").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-mixed"), &[&ben]))
+        .await?
+        .conv_id;
+    let head_before = 2;
+    let start = Arc::new(tokio::sync::Barrier::new(68));
+    let mut tasks = Vec::new();
+    for i in 0..68usize {
+        let (store, conv, start) = (store.clone(), conv.clone(), start.clone());
+        let (from, key, body) = match i {
+            0..=47 => (
+                if i % 2 == 0 { ana.clone() } else { ben.clone() },
+                format!("m-{i}"),
+                "x".to_owned(),
+            ),
+            48..=55 => (ana.clone(), "m-shared".to_owned(), "first body".to_owned()),
+            56..=59 => (ana.clone(), "m-shared".to_owned(), "other body".to_owned()),
+            _ => (cat.clone(), format!("m-cat-{i}"), "x".to_owned()),
+        };
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            (
+                i,
+                body.clone(),
+                send(&*store, &conv, &from, &key, &body).await,
+            )
+        }));
+    }
+    let mut written = Vec::new();
+    let mut shared_ok = Vec::new();
+    let mut mismatches = Vec::new();
+    for t in tasks {
+        let (i, body, outcome) = t.await?;
+        match (i, outcome) {
+            (0..=47, Ok(ack)) => {
+                ensure!(!ack.dup, "distinct send {i} answered dup");
+                written.push(ack.seq);
+            }
+            (48..=59, Ok(ack)) => shared_ok.push((body, ack)),
+            (48..=59, Err(e)) if e.rejected() == Some(&Rejection::IdempotencyMismatch) => {
+                mismatches.push(body)
+            }
+            (60.., Err(e)) if e.rejected() == Some(&Rejection::NotMember) => {}
+            (i, other) => anyhow::bail!("send {i}: unexpected answer {other:?}"),
+        }
+    }
+    let winners: Vec<_> = shared_ok.iter().filter(|(_, a)| !a.dup).collect();
+    ensure!(
+        winners.len() == 1,
+        "shared key written {} times",
+        winners.len()
+    );
+    let (winning_body, winner) = winners[0];
+    written.push(winner.seq);
+    ensure!(
+        shared_ok.iter().all(|(b, a)| b == winning_body
+            && a.seq == winner.seq
+            && a.message_id == winner.message_id),
+        "a replay of the shared key got another answer than the winner"
+    );
+    ensure!(
+        mismatches.iter().all(|b| b != winning_body)
+            && shared_ok.len() + mismatches.len() == 12
+            && shared_ok.len() == if winning_body == "first body" { 8 } else { 4 },
+        "shared key: {} replays, {} mismatches, winner {winning_body:?}",
+        shared_ok.len(),
+        mismatches.len()
+    );
+    written.sort_unstable();
+    let expected: Vec<i64> = (head_before + 1..=head_before + 49).collect();
+    ensure!(written == expected, "seqs not consecutive: {written:?}");
+    let page = store
+        .events(
+            &conv,
+            &ana,
+            EventsQuery::After {
+                after: 0,
+                epoch: None,
+            },
+            500,
+        )
+        .await?;
+    ensure!(
+        page.head == head_before + 49 && page.events.len() == 51,
+        "head {} with {} events",
+        page.head,
+        page.events.len()
+    );
+    ensure!(
+        page.events
+            .iter()
+            .all(|e| e.sender_user.as_ref() != Some(&cat)),
+        "the non-member wrote"
+    );
+    Ok(conv)
+}
