@@ -17,6 +17,24 @@ async fn counter_and_rows(pool: &PgPool) -> Result<(i64, i64)> {
     Ok((next, rows))
 }
 
+/// Makes every commit that inserted an event fail: a deferred constraint trigger runs at
+/// COMMIT, after every statement of the send succeeded.
+async fn fail_every_commit(pool: &PgPool) -> Result<()> {
+    sqlx::query(
+        "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'injected failure at commit'; END $$",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
+         FOR EACH ROW EXECUTE FUNCTION fail_at_commit()",
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// A failure after the insert and before commit rolls everything back: next_seq and the log are
 /// as they were, and the answer says the store failed before anything was written.
 #[tokio::test]
@@ -72,19 +90,7 @@ async fn failure_at_commit_reports_outcome_unknown() -> Result<()> {
         .await?
         .conv_id;
     let before = counter_and_rows(store.pool()).await?;
-    // A deferred constraint trigger runs at COMMIT, after every statement of the send succeeded.
-    sqlx::query(
-        "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN RAISE EXCEPTION 'injected failure at commit'; END $$",
-    )
-    .execute(store.pool())
-    .await?;
-    sqlx::query(
-        "CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
-         FOR EACH ROW EXECUTE FUNCTION fail_at_commit()",
-    )
-    .execute(store.pool())
-    .await?;
+    fail_every_commit(store.pool()).await?;
     let r = send(&store, &conv, &ana, "m-1", "hello").await;
     ensure!(
         matches!(r, Err(StoreError::OutcomeUnknown(_))),
@@ -138,18 +144,7 @@ async fn failure_at_commit_of_a_batch_leaves_every_outcome_unknown() -> Result<(
         .await?
         .conv_id;
     let before = counter_and_rows(store.pool()).await?;
-    sqlx::query(
-        "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN RAISE EXCEPTION 'injected failure at commit'; END $$",
-    )
-    .execute(store.pool())
-    .await?;
-    sqlx::query(
-        "CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON events DEFERRABLE INITIALLY DEFERRED
-         FOR EACH ROW EXECUTE FUNCTION fail_at_commit()",
-    )
-    .execute(store.pool())
-    .await?;
+    fail_every_commit(store.pool()).await?;
     let answers = concurrent_sends(&store, &conv, &ana, 24).await?;
     ensure!(
         answers
