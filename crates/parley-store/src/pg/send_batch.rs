@@ -8,10 +8,11 @@
 //! - a sender without an open period: `NOT_MEMBER`;
 //! - otherwise the next seq.
 //!
-//! A refused request never fails the others. A database error before the commit fails every
-//! request as unavailable (nothing was written); a failed commit leaves the outcome of every
-//! request that was to write unknown (P6), while refusals and replays keep their answers,
-//! which did not depend on the commit.
+//! A refused request never fails the others. A database error before the commit returns the
+//! error for the whole batch (nothing was written; the queue then sends each request alone, so
+//! one request that makes the database fail cannot fail its batch-mates); a failed commit
+//! leaves the outcome of every request that was to write unknown (P6), while refusals and
+//! replays keep their answers, which did not depend on the commit.
 
 use std::collections::HashMap;
 
@@ -93,18 +94,9 @@ struct Prior {
     purged: bool,
 }
 
-/// Commits `reqs`, all to one conversation, and answers each in order.
+/// Commits `reqs`, all to one conversation, and answers each in order. `Err`: the batch failed
+/// before its commit, so nothing of it was written.
 pub(super) async fn send_batch(
-    pool: &PgPool,
-    reqs: &[&SendRequest],
-) -> Vec<Result<SendOutcome, StoreError>> {
-    match decide_and_commit(pool, reqs).await {
-        Ok(outcomes) => outcomes,
-        Err(e) => reqs.iter().map(|_| Err(same_error(&e))).collect(),
-    }
-}
-
-async fn decide_and_commit(
     pool: &PgPool,
     reqs: &[&SendRequest],
 ) -> Result<Vec<Result<SendOutcome, StoreError>>, StoreError> {

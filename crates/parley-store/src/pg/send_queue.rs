@@ -103,9 +103,21 @@ impl SendQueue {
                 continue;
             }
             let reqs: Vec<&SendRequest> = batch.iter().map(|w| &w.req).collect();
-            let outcomes = send_batch::send_batch(&pool, &reqs).await;
-            for (w, outcome) in batch.into_iter().zip(outcomes) {
-                let _ = w.reply.send(outcome);
+            match send_batch::send_batch(&pool, &reqs).await {
+                Ok(outcomes) => {
+                    for (w, outcome) in batch.into_iter().zip(outcomes) {
+                        let _ = w.reply.send(outcome);
+                    }
+                }
+                // Nothing of the batch was written. Each request goes alone, so a request that
+                // makes the database fail fails only itself.
+                Err(e) => {
+                    tracing::debug!(error = %e, sends = batch.len(), "batch failed before commit; sending one by one");
+                    for w in batch {
+                        let outcome = send::send(&pool, &w.req).await;
+                        let _ = w.reply.send(outcome);
+                    }
+                }
             }
         }
     }

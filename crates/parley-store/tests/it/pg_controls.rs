@@ -2,7 +2,10 @@
 //! of the real send path are what keeps the invariants, and the plan of the range read.
 
 use anyhow::{ensure, Result};
-use parley_store::pg::{EVENTS_AFTER_ONE_PERIOD_SQL, EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
+use parley_store::pg::{
+    EVENTS_AFTER_ONE_PERIOD_SQL, EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL,
+    SEND_BATCH_KEY_CHECK_SQL,
+};
 use parley_testkit::TestDb;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Row};
@@ -98,10 +101,9 @@ async fn check_04_control_sequence_gaps() -> Result<()> {
 const PLAN_CONVERSATIONS: i64 = 1_000;
 const PLAN_EVENTS_PER_CONVERSATION: i64 = 100;
 
-/// The range reads' plans use the `(conv_id, seq)` primary key on 100,000 analysed events over
-/// 1,000 conversations.
-#[tokio::test]
-async fn check_04_history_uses_pk() -> Result<()> {
+/// A fresh database with representative data: 1,000 analysed conversations of 100 events,
+/// seven members each with one open period.
+async fn representative_data() -> Result<TestDb> {
     let db = TestDb::create().await;
     let store = db.store().await;
     let pool = store.pool();
@@ -139,6 +141,16 @@ async fn check_04_history_uses_pk() -> Result<()> {
         .fetch_one(pool)
         .await?;
     ensure!(n >= 100_000, "representative data: {n} events");
+    Ok(db)
+}
+
+/// The range reads' plans use the `(conv_id, seq)` primary key on 100,000 analysed events over
+/// 1,000 conversations.
+#[tokio::test]
+async fn check_04_history_uses_pk() -> Result<()> {
+    let db = representative_data().await?;
+    let store = db.store().await;
+    let pool = store.pool();
 
     for sql in [EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL] {
         let mut conn = pool.acquire().await?;
@@ -197,4 +209,44 @@ fn collect_nodes(node: &serde_json::Value, out: &mut Vec<(String, String)>) {
             collect_nodes(child, out);
         }
     }
+}
+
+/// The batched send's statements find request keys and periods through their indexes, never
+/// by scanning the log: on 100,000 analysed events, a batch of 16 requests.
+#[tokio::test]
+async fn send_batch_statements_use_indexes() -> Result<()> {
+    let db = representative_data().await?;
+    let store = db.store().await;
+    let pool = store.pool();
+    // Tombstones of 10,000 purged messages, so their table is not trivially small.
+    sqlx::query(
+        "INSERT INTO idem_tombstones (conv_id, sender_user, client_msg_id, request_hash, seq, message_id)
+         SELECT 'c-' || (t % 1000 + 1), 'u-' || (t % 7), 'm-old-' || t, 'h', t, gen_random_uuid()
+         FROM generate_series(1, 10000) AS t",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query("ANALYZE idem_tombstones").execute(pool).await?;
+    let senders: Vec<String> = (0..16).map(|i| format!("u-{}", i % 7)).collect();
+    let keys: Vec<String> = (0..16).map(|i| format!("m-new-{i}")).collect();
+    let explain = format!("EXPLAIN (FORMAT JSON) {SEND_BATCH_KEY_CHECK_SQL}");
+    let plan: serde_json::Value = sqlx::query_scalar(&explain)
+        .bind("c-500")
+        .bind(&senders)
+        .bind(&keys)
+        .fetch_one(pool)
+        .await?;
+    let mut nodes = Vec::new();
+    collect_nodes(&plan[0]["Plan"], &mut nodes);
+    println!("send batch key check: nodes = {nodes:?}");
+    let seq_scan = nodes.iter().any(|(node, _)| node == "Seq Scan");
+    let uses_key = nodes.iter().any(|(_, index)| index == "events_request_key");
+    let uses_tombstone_key = nodes
+        .iter()
+        .any(|(_, index)| index == "idem_tombstones_pkey");
+    ensure!(
+        uses_key && uses_tombstone_key && !seq_scan,
+        "the batch key check does not use the request-key index: {plan}"
+    );
+    Ok(())
 }
