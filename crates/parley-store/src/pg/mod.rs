@@ -23,8 +23,8 @@ mod rows;
 mod send;
 mod send_batch;
 mod send_queue;
-pub use send_batch::{SEND_BATCH_INSERT_SQL, SEND_BATCH_KEY_CHECK_SQL};
-pub use send_queue::{SEND_BATCH_LEN_MAX, SEND_QUEUE_LEN_MAX};
+pub use send_batch::{SEND_BATCH_INSERT_SQL, SEND_BATCH_KEY_CHECK_SQL, SEND_BATCH_LOCK_SQL};
+pub use send_queue::{SEND_BATCH_LEN_MAX, SEND_QUEUE_LEN_MAX, SEND_WORKERS_MAX};
 mod views;
 pub use send::{SEND_INSERT_SQL, SEND_KEY_CHECK_SQL, SEND_LOCK_SQL};
 
@@ -47,7 +47,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
-    /// Concurrent sends to one conversation, committed together (`send_queue.rs`).
+    /// Concurrent sends, committed together in batches (`send_queue.rs`).
     sends: Arc<send_queue::SendQueue>,
 }
 

@@ -1,12 +1,16 @@
-//! The send transaction for several requests to one conversation (SPEC §4, "Batching"): the
-//! steps of `send.rs` once for the whole batch (one lock, one key check, one insert, one
+//! The send transaction for several requests at once (SPEC §4, "Batching"): the steps of
+//! `send.rs` once for the whole batch (one lock statement, one key check, one insert, one
 //! commit), with every request decided on its own, in queue order:
 //!
 //! - a key already in the log or in the tombstones: `dup`, or `IDEMPOTENCY_MISMATCH` when the
 //!   fingerprint differs (the replay check precedes the membership check, as in `send.rs`);
 //! - a key taken by an earlier request of the same batch: the same two answers, against it;
-//! - a sender without an open period: `NOT_MEMBER`;
-//! - otherwise the next seq.
+//! - a sender without an open period, or an unknown conversation: `NOT_MEMBER`;
+//! - otherwise the next seq of its conversation.
+//!
+//! The requests may belong to several conversations. Their rows are locked in `conv_id` order,
+//! and every other transaction locks at most one conversation row, so two batches, or a batch
+//! and a membership change, never wait for each other in a cycle.
 //!
 //! A refused request never fails the others. A database error before the commit returns the
 //! error for the whole batch (nothing was written; the queue then sends each request alone, so
@@ -14,7 +18,7 @@
 //! leaves the outcome of every request that was to write unknown (P6), while refusals and
 //! replays keep their answers, which did not depend on the commit.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use parley_domain::Rejection;
@@ -22,52 +26,64 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Postgres, Row, Transaction};
 use uuid::Uuid;
 
-use super::send::SEND_LOCK_SQL;
 use crate::error::StoreError;
 use crate::types::{SendOutcome, SendRequest};
 
-/// The request keys of the batch in the log and in the tombstones, and the senders' open
-/// periods. `$1` conv_id, `$2` sender_user[], `$3` client_msg_id[] (pairwise).
-pub const SEND_BATCH_KEY_CHECK_SQL: &str = "
-SELECT 'event' AS src, sender_user, client_msg_id, seq, message_id, request_hash FROM events
- WHERE conv_id = $1
-   AND (sender_user, client_msg_id) IN (SELECT * FROM UNNEST($2::text[], $3::text[]))
-UNION ALL
-SELECT 'tombstone', sender_user, client_msg_id, seq, message_id, request_hash FROM idem_tombstones
- WHERE conv_id = $1
-   AND (sender_user, client_msg_id) IN (SELECT * FROM UNNEST($2::text[], $3::text[]))
-UNION ALL
-SELECT 'member', user_id, NULL, NULL, NULL, NULL FROM membership_periods
- WHERE conv_id = $1 AND user_id = ANY($2::text[]) AND to_seq IS NULL";
+/// Locks the batch's conversations in `conv_id` order. `$1` conv_id[] (distinct).
+pub const SEND_BATCH_LOCK_SQL: &str = "SELECT conv_id, next_seq, msg_count FROM conversations
+ WHERE conv_id = ANY($1::text[]) ORDER BY conv_id FOR NO KEY UPDATE";
 
-/// Inserts the accepted requests at consecutive seqs, advances the counter and the message
-/// count, and moves each sender's read position to their last new message, in one statement.
-/// `$1` conv_id; `$2`–`$9` the rows (seq, message_id, sender_user, sender_device,
-/// client_msg_id, request_hash, body, msg_ordinal); `$10` the last seq, `$11` the message count
-/// after it; `$12`/`$13` one read position per sender.
+/// The request keys of the batch in the log and in the tombstones, and the senders' open
+/// periods, each by index lookups per key. `$1` conv_id[], `$2` sender_user[], `$3`
+/// client_msg_id[] (one entry per request).
+pub const SEND_BATCH_KEY_CHECK_SQL: &str = "
+SELECT 'event' AS src, e.conv_id, e.sender_user, e.client_msg_id, e.seq, e.message_id,
+       e.request_hash
+  FROM UNNEST($1::text[], $2::text[], $3::text[]) AS k(conv_id, sender_user, client_msg_id)
+  JOIN events e ON e.conv_id = k.conv_id AND e.sender_user = k.sender_user
+               AND e.client_msg_id = k.client_msg_id AND e.client_msg_id IS NOT NULL
+UNION ALL
+SELECT 'tombstone', t.conv_id, t.sender_user, t.client_msg_id, t.seq, t.message_id,
+       t.request_hash
+  FROM UNNEST($1::text[], $2::text[], $3::text[]) AS k(conv_id, sender_user, client_msg_id)
+  JOIN idem_tombstones t ON t.conv_id = k.conv_id AND t.sender_user = k.sender_user
+                        AND t.client_msg_id = k.client_msg_id
+UNION ALL
+SELECT 'member', m.conv_id, m.user_id, NULL, NULL, NULL, NULL
+  FROM UNNEST($1::text[], $2::text[]) AS k(conv_id, user_id)
+  JOIN membership_periods m ON m.conv_id = k.conv_id AND m.user_id = k.user_id
+                           AND m.to_seq IS NULL";
+
+/// Inserts the accepted requests, advances each conversation's counter and message count, and
+/// moves each sender's read position to their last new message, in one statement.
+/// `$1`–`$9` the rows (conv_id, seq, message_id, sender_user, sender_device, client_msg_id,
+/// request_hash, body, msg_ordinal); `$10`–`$12` per conversation (conv_id, last seq, message
+/// count after it); `$13`–`$15` one read position per conversation and sender.
 pub const SEND_BATCH_INSERT_SQL: &str = "
 WITH ins AS (
    INSERT INTO events (conv_id, seq, kind, message_id, sender_user, sender_device,
                        client_msg_id, request_hash, body, msg_ordinal)
-   SELECT $1, r.seq, 'msg', r.message_id, r.sender_user, r.sender_device,
+   SELECT r.conv_id, r.seq, 'msg', r.message_id, r.sender_user, r.sender_device,
           r.client_msg_id, r.request_hash, r.body, r.msg_ordinal
-     FROM UNNEST($2::bigint[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-                 $8::text[], $9::bigint[])
-          AS r(seq, message_id, sender_user, sender_device, client_msg_id, request_hash, body,
-               msg_ordinal)
-   RETURNING seq, created_at
+     FROM UNNEST($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::text[], $6::text[],
+                 $7::text[], $8::text[], $9::bigint[])
+          AS r(conv_id, seq, message_id, sender_user, sender_device, client_msg_id,
+               request_hash, body, msg_ordinal)
+   RETURNING conv_id, seq, created_at
  ), counter AS (
-   UPDATE conversations
-      SET next_seq = $10 + 1, msg_count = $11, change_xid = pg_current_xact_id()
-    WHERE conv_id = $1
+   UPDATE conversations c
+      SET next_seq = u.last_seq + 1, msg_count = u.msg_count, change_xid = pg_current_xact_id()
+     FROM UNNEST($10::text[], $11::bigint[], $12::bigint[]) AS u(conv_id, last_seq, msg_count)
+    WHERE c.conv_id = u.conv_id
  ), mark AS (
    INSERT INTO read_marks (conv_id, user_id, read_seq)
-   SELECT $1, m.user_id, m.read_seq FROM UNNEST($12::text[], $13::bigint[]) AS m(user_id, read_seq)
+   SELECT m.conv_id, m.user_id, m.read_seq
+     FROM UNNEST($13::text[], $14::text[], $15::bigint[]) AS m(conv_id, user_id, read_seq)
    ON CONFLICT (conv_id, user_id) DO UPDATE
      SET read_seq = GREATEST(read_marks.read_seq, EXCLUDED.read_seq), updated_at = now(),
          change_xid = pg_current_xact_id()
  )
- SELECT seq, created_at FROM ins";
+ SELECT conv_id, seq, created_at FROM ins";
 
 /// What the batch decided for one request before the insert.
 enum Decision {
@@ -83,8 +99,11 @@ enum Decision {
     },
 }
 
-/// The request keys found, by (sender_user, client_msg_id).
-type Priors = HashMap<(String, String), Prior>;
+/// A request key: (conv_id, sender_user, client_msg_id).
+type Key = (String, String, String);
+
+/// (conv_id, user_id) of senders with an open period.
+type Members = HashSet<(String, String)>;
 
 /// A request key found in the log or in the tombstones.
 struct Prior {
@@ -94,42 +113,23 @@ struct Prior {
     purged: bool,
 }
 
-/// Commits `reqs`, all to one conversation, and answers each in order. `Err`: the batch failed
-/// before its commit, so nothing of it was written.
+/// What the batch read under its locks.
+struct Checked {
+    /// Each locked conversation's `next_seq` and message count.
+    counters: HashMap<String, (i64, i64)>,
+    priors: HashMap<Key, Prior>,
+    members: Members,
+}
+
+/// Commits `reqs` and answers each in order. `Err`: the batch failed before its commit, so
+/// nothing of it was written.
 pub(super) async fn send_batch(
     pool: &PgPool,
     reqs: &[&SendRequest],
 ) -> Result<Vec<Result<SendOutcome, StoreError>>, StoreError> {
-    let Some(first) = reqs.first() else {
-        return Ok(Vec::new());
-    };
-    let conv = first.conv_id.as_str();
     let mut tx = pool.begin().await?;
-    let locked = sqlx::query(SEND_LOCK_SQL)
-        .bind(conv)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let Some(locked) = locked else {
-        // An unknown conversation answers like a non-member (P10).
-        return Ok(reqs
-            .iter()
-            .map(|_| Err(Rejection::NotMember.into()))
-            .collect());
-    };
-    let next_seq: i64 = locked.try_get("next_seq")?;
-    let msg_count: i64 = locked.try_get("msg_count")?;
-
-    let senders: Vec<&str> = reqs.iter().map(|r| r.sender_user.as_str()).collect();
-    let keys: Vec<&str> = reqs.iter().map(|r| r.client_msg_id.as_str()).collect();
-    let found = sqlx::query(SEND_BATCH_KEY_CHECK_SQL)
-        .bind(conv)
-        .bind(&senders)
-        .bind(&keys)
-        .fetch_all(&mut *tx)
-        .await?;
-    let (priors, members) = read_checks(&found)?;
-
-    let decisions = decide(reqs, &priors, &members, next_seq);
+    let checked = lock_and_check(&mut tx, reqs).await?;
+    let decisions = decide(reqs, &checked);
     let writes: Vec<(usize, i64, Uuid)> = decisions
         .iter()
         .enumerate()
@@ -138,9 +138,9 @@ pub(super) async fn send_batch(
             _ => None,
         })
         .collect();
-    let mut created: HashMap<i64, DateTime<Utc>> = HashMap::new();
+    let mut created = HashMap::new();
     if !writes.is_empty() {
-        created = insert(&mut tx, reqs, &writes, msg_count).await?;
+        created = insert(&mut tx, reqs, &writes, &checked.counters).await?;
         if let Err(e) = super::rows::commit(tx).await {
             return Ok(answers(reqs, decisions, &created, Some(&e)));
         }
@@ -148,19 +148,54 @@ pub(super) async fn send_batch(
     Ok(answers(reqs, decisions, &created, None))
 }
 
+async fn lock_and_check(
+    tx: &mut Transaction<'static, Postgres>,
+    reqs: &[&SendRequest],
+) -> Result<Checked, StoreError> {
+    let convs: BTreeSet<&str> = reqs.iter().map(|r| r.conv_id.as_str()).collect();
+    let convs: Vec<&str> = convs.into_iter().collect();
+    let locked = sqlx::query(SEND_BATCH_LOCK_SQL)
+        .bind(&convs)
+        .fetch_all(&mut **tx)
+        .await?;
+    let mut counters = HashMap::with_capacity(locked.len());
+    for row in &locked {
+        counters.insert(
+            row.try_get::<String, _>("conv_id")?,
+            (row.try_get("next_seq")?, row.try_get("msg_count")?),
+        );
+    }
+    let conv_ids: Vec<&str> = reqs.iter().map(|r| r.conv_id.as_str()).collect();
+    let senders: Vec<&str> = reqs.iter().map(|r| r.sender_user.as_str()).collect();
+    let keys: Vec<&str> = reqs.iter().map(|r| r.client_msg_id.as_str()).collect();
+    let found = sqlx::query(SEND_BATCH_KEY_CHECK_SQL)
+        .bind(&conv_ids)
+        .bind(&senders)
+        .bind(&keys)
+        .fetch_all(&mut **tx)
+        .await?;
+    let (priors, members) = read_checks(&found)?;
+    Ok(Checked {
+        counters,
+        priors,
+        members,
+    })
+}
+
 /// Splits the key check's rows into the keys found (the log before the tombstones) and the
 /// senders with an open period.
-fn read_checks(rows: &[PgRow]) -> Result<(Priors, Vec<String>), StoreError> {
-    let mut priors = Priors::new();
-    let mut members = Vec::new();
+fn read_checks(rows: &[PgRow]) -> Result<(HashMap<Key, Prior>, Members), StoreError> {
+    let mut priors: HashMap<Key, Prior> = HashMap::new();
+    let mut members = HashSet::new();
     for row in rows {
         let src: &str = row.try_get("src")?;
+        let conv: String = row.try_get("conv_id")?;
         let sender: String = row.try_get("sender_user")?;
         if src == "member" {
-            members.push(sender);
+            members.insert((conv, sender));
             continue;
         }
-        let key = (sender, row.try_get::<String, _>("client_msg_id")?);
+        let key = (conv, sender, row.try_get::<String, _>("client_msg_id")?);
         let purged = src == "tombstone";
         if purged && priors.contains_key(&key) {
             continue;
@@ -181,20 +216,24 @@ fn read_checks(rows: &[PgRow]) -> Result<(Priors, Vec<String>), StoreError> {
     Ok((priors, members))
 }
 
-fn decide(
-    reqs: &[&SendRequest],
-    priors: &Priors,
-    members: &[String],
-    next_seq: i64,
-) -> Vec<Decision> {
-    let mut taken: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut seq = next_seq;
+fn decide(reqs: &[&SendRequest], checked: &Checked) -> Vec<Decision> {
+    let mut taken: HashMap<(&str, &str, &str), usize> = HashMap::new();
+    // The next seq of each conversation, as the batch allocates them.
+    let mut next: HashMap<&str, i64> = checked
+        .counters
+        .iter()
+        .map(|(conv, (next_seq, _))| (conv.as_str(), *next_seq))
+        .collect();
     let mut decisions = Vec::with_capacity(reqs.len());
     for (i, req) in reqs.iter().enumerate() {
+        let conv = req.conv_id.as_str();
         let sender = req.sender_user.as_str();
         let key = req.client_msg_id.as_str();
         let hash = req.request_hash.as_str();
-        let decision = if let Some(prior) = priors.get(&(sender.to_owned(), key.to_owned())) {
+        let prior = checked
+            .priors
+            .get(&(conv.to_owned(), sender.to_owned(), key.to_owned()));
+        let decision = if let Some(prior) = prior {
             Decision::Answered(Box::new(if prior.request_hash == hash {
                 Ok(SendOutcome {
                     conv_id: req.conv_id.clone(),
@@ -207,89 +246,115 @@ fn decide(
             } else {
                 Err(Rejection::IdempotencyMismatch.into())
             }))
-        } else if let Some(&index) = taken.get(&(sender, key)) {
+        } else if let Some(&index) = taken.get(&(conv, sender, key)) {
             if reqs[index].request_hash.as_str() == hash {
                 Decision::SameAs { index }
             } else {
                 Decision::Answered(Box::new(Err(Rejection::IdempotencyMismatch.into())))
             }
-        } else if !members.iter().any(|m| m == sender) {
+        } else if !checked
+            .members
+            .contains(&(conv.to_owned(), sender.to_owned()))
+        {
+            // Also an unknown conversation: it has no members (P10).
             Decision::Answered(Box::new(Err(Rejection::NotMember.into())))
-        } else {
-            taken.insert((sender, key), i);
+        } else if let Some(seq) = next.get_mut(conv) {
+            taken.insert((conv, sender, key), i);
             let decision = Decision::Write {
-                seq,
+                seq: *seq,
                 message_id: Uuid::new_v4(),
             };
-            seq += 1;
+            *seq += 1;
             decision
+        } else {
+            // A member of a conversation whose row is gone cannot happen (periods reference
+            // it); answer like an unknown conversation rather than write without its lock.
+            Decision::Answered(Box::new(Err(Rejection::NotMember.into())))
         };
         decisions.push(decision);
     }
     decisions
 }
 
+/// The columns of the insert, one entry per written request.
+#[derive(Default)]
+struct Rows<'a> {
+    convs: Vec<&'a str>,
+    seqs: Vec<i64>,
+    ids: Vec<Uuid>,
+    senders: Vec<&'a str>,
+    devices: Vec<&'a str>,
+    keys: Vec<&'a str>,
+    hashes: Vec<&'a str>,
+    bodies: Vec<&'a str>,
+    ordinals: Vec<i64>,
+}
+
 async fn insert(
     tx: &mut Transaction<'static, Postgres>,
     reqs: &[&SendRequest],
     writes: &[(usize, i64, Uuid)],
-    msg_count: i64,
-) -> Result<HashMap<i64, DateTime<Utc>>, StoreError> {
-    let n = writes.len();
-    let (mut seqs, mut ids, mut senders, mut devices) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut keys, mut hashes, mut bodies, mut ordinals) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    // One read position per sender: their last new message (one row per key in one upsert).
-    let mut marks: HashMap<&str, i64> = HashMap::new();
-    for (k, &(i, seq, message_id)) in writes.iter().enumerate() {
+    counters: &HashMap<String, (i64, i64)>,
+) -> Result<HashMap<(String, i64), DateTime<Utc>>, StoreError> {
+    let mut rows = Rows::default();
+    // Each conversation's last seq and message count after the batch.
+    let mut last: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    // One read position per (conversation, sender): their last new message.
+    let mut marks: HashMap<(&str, &str), i64> = HashMap::new();
+    for &(i, seq, message_id) in writes {
         let req = reqs[i];
-        seqs.push(seq);
-        ids.push(message_id);
-        senders.push(req.sender_user.as_str());
-        devices.push(req.sender_device.as_str());
-        keys.push(req.client_msg_id.as_str());
-        hashes.push(req.request_hash.as_str());
-        bodies.push(req.body.as_str());
-        ordinals.push(msg_count + 1 + k as i64);
-        let mark = marks.entry(req.sender_user.as_str()).or_insert(seq);
+        let conv = req.conv_id.as_str();
+        let count_before = counters.get(conv).map_or(0, |(_, count)| *count);
+        let entry = last.entry(conv).or_insert((seq, count_before));
+        entry.0 = entry.0.max(seq);
+        entry.1 += 1;
+        rows.convs.push(conv);
+        rows.seqs.push(seq);
+        rows.ids.push(message_id);
+        rows.senders.push(req.sender_user.as_str());
+        rows.devices.push(req.sender_device.as_str());
+        rows.keys.push(req.client_msg_id.as_str());
+        rows.hashes.push(req.request_hash.as_str());
+        rows.bodies.push(req.body.as_str());
+        rows.ordinals.push(entry.1);
+        let mark = marks.entry((conv, req.sender_user.as_str())).or_insert(seq);
         *mark = (*mark).max(seq);
     }
-    let (mark_users, mark_seqs): (Vec<&str>, Vec<i64>) = marks.into_iter().unzip();
-    let last_seq = seqs.last().copied().unwrap_or_default();
-    let last_ordinal = ordinals.last().copied().unwrap_or(msg_count);
-    let rows = sqlx::query(SEND_BATCH_INSERT_SQL)
-        .bind(reqs[writes[0].0].conv_id.as_str())
-        .bind(&seqs)
-        .bind(&ids)
-        .bind(&senders)
-        .bind(&devices)
-        .bind(&keys)
-        .bind(&hashes)
-        .bind(&bodies)
-        .bind(&ordinals)
-        .bind(last_seq)
-        .bind(last_ordinal)
+    let (last_convs, (last_seqs, last_counts)): (Vec<&str>, (Vec<i64>, Vec<i64>)) =
+        last.into_iter().unzip();
+    let (mark_keys, mark_seqs): (Vec<(&str, &str)>, Vec<i64>) = marks.into_iter().unzip();
+    let (mark_convs, mark_users): (Vec<&str>, Vec<&str>) = mark_keys.into_iter().unzip();
+    let returned = sqlx::query(SEND_BATCH_INSERT_SQL)
+        .bind(&rows.convs)
+        .bind(&rows.seqs)
+        .bind(&rows.ids)
+        .bind(&rows.senders)
+        .bind(&rows.devices)
+        .bind(&rows.keys)
+        .bind(&rows.hashes)
+        .bind(&rows.bodies)
+        .bind(&rows.ordinals)
+        .bind(&last_convs)
+        .bind(&last_seqs)
+        .bind(&last_counts)
+        .bind(&mark_convs)
         .bind(&mark_users)
         .bind(&mark_seqs)
         .fetch_all(&mut **tx)
         .await?;
-    let mut created = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        created.insert(row.try_get::<i64, _>("seq")?, row.try_get("created_at")?);
+    let mut created = HashMap::with_capacity(returned.len());
+    for row in &returned {
+        let key = (
+            row.try_get::<String, _>("conv_id")?,
+            row.try_get::<i64, _>("seq")?,
+        );
+        created.insert(key, row.try_get("created_at")?);
     }
-    if created.len() != n {
+    if created.len() != writes.len() {
         return Err(StoreError::Unavailable(format!(
-            "batch insert returned {} of {n} rows",
-            created.len()
+            "batch insert returned {} of {} rows",
+            created.len(),
+            writes.len()
         )));
     }
     Ok(created)
@@ -300,14 +365,15 @@ async fn insert(
 fn answers(
     reqs: &[&SendRequest],
     decisions: Vec<Decision>,
-    created: &HashMap<i64, DateTime<Utc>>,
+    created: &HashMap<(String, i64), DateTime<Utc>>,
     commit_failed: Option<&StoreError>,
 ) -> Vec<Result<SendOutcome, StoreError>> {
     let written = |i: usize, seq: i64, message_id: Uuid| -> Result<SendOutcome, StoreError> {
         if let Some(e) = commit_failed {
             return Err(same_error(e));
         }
-        let created_at = created.get(&seq).copied().ok_or_else(|| {
+        let key = (reqs[i].conv_id.as_str().to_owned(), seq);
+        let created_at = created.get(&key).copied().ok_or_else(|| {
             StoreError::OutcomeUnknown("committed row without its timestamp".into())
         })?;
         Ok(reqs[i].committed(seq, message_id, created_at))

@@ -259,3 +259,23 @@ async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
     ensure!(stamps < messages, "no two sends were committed together");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_concurrent_sends_to_many_conversations() -> Result<()> {
+    let pg = pg().await;
+    let pool = pg.pool().clone();
+    contract::concurrent_sends_to_many_conversations(Arc::new(pg)).await?;
+    // A transaction's timestamp shared by messages of several conversations shows batches
+    // that span conversations.
+    let spanning: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT created_at FROM events WHERE kind = 'msg'
+          GROUP BY created_at HAVING count(DISTINCT conv_id) > 1) t",
+    )
+    .fetch_one(&pool)
+    .await?;
+    println!(
+        "04-concurrent-sends-to-many-conversations: {spanning} transactions spanned conversations"
+    );
+    ensure!(spanning > 0, "no batch spanned two conversations");
+    Ok(())
+}

@@ -230,8 +230,9 @@ async fn send_batch_statements_use_indexes() -> Result<()> {
     let senders: Vec<String> = (0..16).map(|i| format!("u-{}", i % 7)).collect();
     let keys: Vec<String> = (0..16).map(|i| format!("m-new-{i}")).collect();
     let explain = format!("EXPLAIN (FORMAT JSON) {SEND_BATCH_KEY_CHECK_SQL}");
+    let convs: Vec<String> = (0..16).map(|i| format!("c-{}", 100 + i * 37)).collect();
     let plan: serde_json::Value = sqlx::query_scalar(&explain)
-        .bind("c-500")
+        .bind(&convs)
         .bind(&senders)
         .bind(&keys)
         .fetch_one(pool)

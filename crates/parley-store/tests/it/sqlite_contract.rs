@@ -201,3 +201,10 @@ async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
     contract::concurrent_mixed_sends_answered_each(store).await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_04_concurrent_sends_to_many_conversations() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::concurrent_sends_to_many_conversations(store).await?;
+    Ok(())
+}

@@ -1660,3 +1660,96 @@ pub async fn concurrent_mixed_sends_answered_each(store: Arc<dyn Store>) -> Resu
     );
     Ok(conv)
 }
+
+/// Concurrent sends to six conversations at once, each answered on its own: per conversation
+/// the writes take consecutive seqs after its joins, a replay of a key answers the original,
+/// and a non-member's sends write nothing. Returns the conversations.
+pub async fn concurrent_sends_to_many_conversations(store: Arc<dyn Store>) -> Result<Vec<ConvId>> {
+    const CONVS: usize = 6;
+    const SENDS_PER_CONV: usize = 10;
+    let ana = user(&*store, "u-ana").await?;
+    let ben = user(&*store, "u-ben").await?;
+    let cat = user(&*store, "u-cat").await?;
+    let mut convs = Vec::new();
+    for c in 0..CONVS {
+        let id = format!("c-many-{c}");
+        let created = store
+            .create_conversation(&new_conv(&ana, ConvKind::Group, Some(&id), &[&ben]))
+            .await?;
+        convs.push(created.conv_id);
+    }
+    // Per conversation: 10 distinct sends, 2 replays of the first, 1 from the non-member.
+    let total = CONVS * (SENDS_PER_CONV + 3);
+    let start = Arc::new(tokio::sync::Barrier::new(total));
+    let mut tasks = Vec::new();
+    for conv in &convs {
+        for i in 0..SENDS_PER_CONV + 3 {
+            let (store, conv, start) = (store.clone(), conv.clone(), start.clone());
+            let (from, key) = match i {
+                0..SENDS_PER_CONV => (
+                    if i % 2 == 0 { ana.clone() } else { ben.clone() },
+                    format!("m-{i}"),
+                ),
+                n if n < SENDS_PER_CONV + 2 => (ana.clone(), "m-0".to_owned()),
+                _ => (cat.clone(), "m-cat".to_owned()),
+            };
+            tasks.push(tokio::spawn(async move {
+                start.wait().await;
+                let outcome = send(&*store, &conv, &from, &key, "x").await;
+                (conv, from, key, outcome)
+            }));
+        }
+    }
+    let mut written: std::collections::HashMap<ConvId, Vec<i64>> = Default::default();
+    let mut first_key: std::collections::HashMap<ConvId, Vec<SendOutcome>> = Default::default();
+    for t in tasks {
+        let (conv, from, key, outcome) = t.await?;
+        match outcome {
+            Ok(ack) if key == "m-0" => first_key.entry(conv).or_default().push(ack),
+            Ok(ack) => {
+                ensure!(!ack.dup && from != cat, "{conv}/{key}: {ack:?}");
+                written.entry(conv).or_default().push(ack.seq);
+            }
+            Err(e) if from == cat && e.rejected() == Some(&Rejection::NotMember) => {}
+            Err(e) => anyhow::bail!("{conv}/{key}: {e:?}"),
+        }
+    }
+    for conv in &convs {
+        let acks = first_key.get(conv).context("answers for m-0")?;
+        let fresh: Vec<_> = acks.iter().filter(|a| !a.dup).collect();
+        ensure!(
+            acks.len() == 3 && fresh.len() == 1,
+            "{conv}: m-0 answered {} times, {} fresh",
+            acks.len(),
+            fresh.len()
+        );
+        ensure!(
+            acks.iter()
+                .all(|a| a.seq == fresh[0].seq && a.message_id == fresh[0].message_id),
+            "{conv}: a replay of m-0 got another answer"
+        );
+        let mut seqs = written.get(conv).cloned().unwrap_or_default();
+        seqs.push(fresh[0].seq);
+        seqs.sort_unstable();
+        let expected: Vec<i64> = (3..3 + SENDS_PER_CONV as i64).collect();
+        ensure!(seqs == expected, "{conv}: seqs {seqs:?}");
+        let page = store
+            .events(
+                conv,
+                &ana,
+                EventsQuery::After {
+                    after: 0,
+                    epoch: None,
+                },
+                500,
+            )
+            .await?;
+        ensure!(
+            page.head == 2 + SENDS_PER_CONV as i64 && page.events.len() == 2 + SENDS_PER_CONV,
+            "{conv}: head {} with {} events",
+            page.head,
+            page.events.len()
+        );
+    }
+    Ok(convs)
+}
