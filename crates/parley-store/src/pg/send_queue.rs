@@ -8,9 +8,11 @@
 //! still checked on its own (`send_batch.rs`). A send that finds the queue empty starts a
 //! worker and is committed alone through the plain send transaction (`send.rs`), so an idle
 //! server pays nothing for the queue; under load the batches grow by themselves, since sends
-//! queue while a worker's transaction runs.
+//! queue while a worker's transaction runs. A conversation is in at most one batch at a time:
+//! its sends wait in the queue for the next batch rather than in the database for its row lock,
+//! so a hot conversation gets batches as large as its senders make them.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use sqlx::PgPool;
@@ -26,10 +28,12 @@ pub const SEND_BATCH_LEN_MAX: usize = 64;
 /// Most sends waiting on one node. Beyond this a send is refused as unavailable (safe to
 /// retry) instead of queueing without bound behind a stalled database.
 pub const SEND_QUEUE_LEN_MAX: usize = 4_096;
-/// Most send transactions the queue runs at once. A few, so that one batch waiting for a
-/// conversation's lock (held by another node, say) does not stop every send of the node, and
-/// few enough that each batch collects what queued while the others ran.
-pub const SEND_WORKERS_MAX: usize = 4;
+/// Most send transactions the queue runs at once. Two: one batch waiting for a lock (held by
+/// another node, say) does not stop every send of the node, and each batch collects what
+/// queued while the other ran. Measured on two cores (docs/PERFORMANCE.md, saturate): two
+/// workers commit 0.78 of the raw transaction rate at 16 sends in flight and 2.2 times it at 64;
+/// four workers 0.67 and 1.73, but do better at 4–8 in flight (0.66 against 0.48 at 4).
+pub const SEND_WORKERS_MAX: usize = 2;
 
 type Reply = oneshot::Sender<Result<SendOutcome, StoreError>>;
 
@@ -42,6 +46,35 @@ struct Waiting {
 struct State {
     waiting: VecDeque<Waiting>,
     workers: usize,
+    /// Conversations in a batch being committed. Their queued sends wait for the next batch
+    /// instead of going to another worker, which would only wait for the same row lock and
+    /// split what could have been one batch.
+    busy: HashSet<String>,
+}
+
+impl State {
+    /// Takes, in queue order, up to `SEND_BATCH_LEN_MAX` sends whose conversations no other
+    /// worker is committing, and marks those conversations busy.
+    fn take_batch(&mut self) -> Vec<Waiting> {
+        let mut batch = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.waiting.len());
+        let mut taken: HashSet<String> = HashSet::new();
+        while let Some(w) = self.waiting.pop_front() {
+            let conv = w.req.conv_id.as_str();
+            let free = taken.contains(conv) || !self.busy.contains(conv);
+            if batch.len() < SEND_BATCH_LEN_MAX && free {
+                if !taken.contains(conv) {
+                    taken.insert(conv.to_owned());
+                }
+                batch.push(w);
+            } else {
+                kept.push_back(w);
+            }
+        }
+        self.waiting = kept;
+        self.busy.extend(taken);
+        batch
+    }
 }
 
 #[derive(Default)]
@@ -84,14 +117,23 @@ impl SendQueue {
     async fn work(self: Arc<Self>, pool: PgPool) {
         let _cleanup = Cleanup { queue: &self };
         loop {
-            let batch: Vec<Waiting> = {
+            let batch = {
                 let mut state = self.lock();
-                if state.waiting.is_empty() {
+                let batch = state.take_batch();
+                if batch.is_empty() {
+                    // Whatever is left belongs to conversations another worker is committing;
+                    // that worker takes it next.
                     state.workers -= 1;
                     return;
                 }
-                let n = state.waiting.len().min(SEND_BATCH_LEN_MAX);
-                state.waiting.drain(..n).collect()
+                batch
+            };
+            let _busy = Busy {
+                queue: &self,
+                convs: batch
+                    .iter()
+                    .map(|w| w.req.conv_id.as_str().to_owned())
+                    .collect(),
             };
             commit(&pool, batch).await;
         }
@@ -144,6 +186,22 @@ impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.queue.lock().workers -= 1;
+        }
+    }
+}
+
+/// The conversations of the batch a worker is committing; they are free again when it is done,
+/// normally or not.
+struct Busy<'a> {
+    queue: &'a SendQueue,
+    convs: HashSet<String>,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        let mut state = self.queue.lock();
+        for conv in &self.convs {
+            state.busy.remove(conv);
         }
     }
 }
