@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::ws_support::Ws;
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use parley_client::NewConversation;
 use parley_domain::Limits;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
@@ -166,6 +166,8 @@ async fn check_06_push_to_all_devices(store: StoreKind) -> Result<()> {
 /// Pushes in the slow-consumer test: each carries a large body so kernel buffers fill quickly.
 const SLOW_TEST_MESSAGES: usize = 400;
 const SLOW_TEST_BODY_BYTES: usize = 60 * 1024;
+/// Most messages sent and not yet read by the fast client: half its outbound queue.
+const SLOW_TEST_LEAD: usize = 4;
 
 test_on_both_stores!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,15 +196,24 @@ async fn check_06_slow_consumer_isolated(store: StoreKind) -> Result<()> {
     ready(&mut ws_slow).await?; // from here on the slow client never reads
 
     let body = "x".repeat(SLOW_TEST_BODY_BYTES);
+    // How many pushes the fast client has read: the sender stays at most SLOW_TEST_LEAD
+    // messages ahead of it, so the fast client is never the slow one, however loaded the
+    // machine, while the client that never reads falls behind without bound.
+    let (read_tx, mut read_rx) = tokio::sync::watch::channel(0usize);
     let reader = tokio::spawn(async move {
         let mut seqs = Vec::new();
         while seqs.len() < SLOW_TEST_MESSAGES {
             let push = ws_fast.next_of("event", Duration::from_secs(20)).await?;
             seqs.push(push["event"]["seq"].as_i64().unwrap_or(-1));
+            let _ = read_tx.send(seqs.len());
         }
         anyhow::Ok(seqs)
     });
     for i in 0..SLOW_TEST_MESSAGES {
+        let caught_up = read_rx.wait_for(|read| read + SLOW_TEST_LEAD >= i);
+        tokio::time::timeout(Duration::from_secs(20), caught_up)
+            .await
+            .context("the fast client stopped reading")??;
         ana.send("c-1", &format!("m-{i}"), &body).await?;
     }
     let seqs = reader.await??;

@@ -29,36 +29,57 @@ use uuid::Uuid;
 use crate::error::StoreError;
 use crate::types::{SendOutcome, SendRequest};
 
-/// Locks the batch's conversations in `conv_id` order. `$1` conv_id[] (distinct).
-pub const SEND_BATCH_LOCK_SQL: &str = "SELECT conv_id, next_seq, msg_count FROM conversations
- WHERE conv_id = ANY($1::text[]) ORDER BY conv_id FOR NO KEY UPDATE";
+/// Locks the batch's conversations one by one in the order of `$1`, which the caller sorts by
+/// `conv_id` (distinct). The locking subquery is not flattened into a join, so each row is
+/// reached by its primary key, in array order, under every plan.
+pub const SEND_BATCH_LOCK_SQL: &str = "
+SELECT c.conv_id, c.next_seq, c.msg_count, c.ctid::text AS row_id
+  FROM UNNEST($1::text[]) WITH ORDINALITY AS k(conv_id, n)
+  CROSS JOIN LATERAL (
+    SELECT ctid, conv_id, next_seq, msg_count FROM conversations
+     WHERE conv_id = k.conv_id
+       FOR NO KEY UPDATE) c
+ ORDER BY k.n";
 
 /// The request keys of the batch in the log and in the tombstones, and the senders' open
-/// periods, each by index lookups per key. `$1` conv_id[], `$2` sender_user[], `$3`
-/// client_msg_id[] (one entry per request).
+/// periods. `$1` conv_id[], `$2` sender_user[], `$3` client_msg_id[] (one entry per request).
+/// Each lookup is a LATERAL subquery with `LIMIT 1` (each is unique by its index), which the
+/// planner cannot flatten into a join: it stays one index probe per request under every plan,
+/// the generic plan of a prepared statement included (`send_batch_statements_use_indexes`).
 pub const SEND_BATCH_KEY_CHECK_SQL: &str = "
-SELECT 'event' AS src, e.conv_id, e.sender_user, e.client_msg_id, e.seq, e.message_id,
+SELECT 'event' AS src, k.conv_id, k.sender_user, k.client_msg_id, e.seq, e.message_id,
        e.request_hash
   FROM UNNEST($1::text[], $2::text[], $3::text[]) AS k(conv_id, sender_user, client_msg_id)
-  JOIN events e ON e.conv_id = k.conv_id AND e.sender_user = k.sender_user
-               AND e.client_msg_id = k.client_msg_id AND e.client_msg_id IS NOT NULL
+  CROSS JOIN LATERAL (
+    SELECT seq, message_id, request_hash FROM events
+     WHERE conv_id = k.conv_id AND sender_user = k.sender_user
+       AND client_msg_id = k.client_msg_id AND client_msg_id IS NOT NULL
+     LIMIT 1) e
 UNION ALL
-SELECT 'tombstone', t.conv_id, t.sender_user, t.client_msg_id, t.seq, t.message_id,
+SELECT 'tombstone', k.conv_id, k.sender_user, k.client_msg_id, t.seq, t.message_id,
        t.request_hash
   FROM UNNEST($1::text[], $2::text[], $3::text[]) AS k(conv_id, sender_user, client_msg_id)
-  JOIN idem_tombstones t ON t.conv_id = k.conv_id AND t.sender_user = k.sender_user
-                        AND t.client_msg_id = k.client_msg_id
+  CROSS JOIN LATERAL (
+    SELECT seq, message_id, request_hash FROM idem_tombstones
+     WHERE conv_id = k.conv_id AND sender_user = k.sender_user
+       AND client_msg_id = k.client_msg_id
+     LIMIT 1) t
 UNION ALL
-SELECT 'member', m.conv_id, m.user_id, NULL, NULL, NULL, NULL
+SELECT 'member', k.conv_id, k.user_id, NULL, NULL, NULL, NULL
   FROM UNNEST($1::text[], $2::text[]) AS k(conv_id, user_id)
-  JOIN membership_periods m ON m.conv_id = k.conv_id AND m.user_id = k.user_id
-                           AND m.to_seq IS NULL";
+  CROSS JOIN LATERAL (
+    SELECT 1 FROM membership_periods
+     WHERE conv_id = k.conv_id AND user_id = k.user_id AND to_seq IS NULL
+     LIMIT 1) m";
 
 /// Inserts the accepted requests, advances each conversation's counter and message count, and
 /// moves each sender's read position to their last new message, in one statement.
 /// `$1`–`$9` the rows (conv_id, seq, message_id, sender_user, sender_device, client_msg_id,
 /// request_hash, body, msg_ordinal); `$10`–`$12` per conversation (conv_id, last seq, message
-/// count after it); `$13`–`$15` one read position per conversation and sender.
+/// count after it); `$13`–`$15` one read position per conversation and sender; `$16` the
+/// locked rows' `ctid`s from the lock statement. The rows stay where they are while the batch
+/// holds their locks, and a TID scan reaches them under every plan (a join on `conv_id` may
+/// become a scan of the whole table in a prepared statement's generic plan).
 pub const SEND_BATCH_INSERT_SQL: &str = "
 WITH ins AS (
    INSERT INTO events (conv_id, seq, kind, message_id, sender_user, sender_device,
@@ -74,7 +95,7 @@ WITH ins AS (
    UPDATE conversations c
       SET next_seq = u.last_seq + 1, msg_count = u.msg_count, change_xid = pg_current_xact_id()
      FROM UNNEST($10::text[], $11::bigint[], $12::bigint[]) AS u(conv_id, last_seq, msg_count)
-    WHERE c.conv_id = u.conv_id
+    WHERE c.ctid = ANY($16::text[]::tid[]) AND c.conv_id = u.conv_id
  ), mark AS (
    INSERT INTO read_marks (conv_id, user_id, read_seq)
    SELECT m.conv_id, m.user_id, m.read_seq
@@ -117,6 +138,8 @@ struct Prior {
 struct Checked {
     /// Each locked conversation's `next_seq` and message count.
     counters: HashMap<String, (i64, i64)>,
+    /// The locked rows' `ctid`s, as text.
+    row_ids: Vec<String>,
     priors: HashMap<Key, Prior>,
     members: Members,
 }
@@ -140,7 +163,7 @@ pub(super) async fn send_batch(
         .collect();
     let mut created = HashMap::new();
     if !writes.is_empty() {
-        created = insert(&mut tx, reqs, &writes, &checked.counters).await?;
+        created = insert(&mut tx, reqs, &writes, &checked).await?;
         if let Err(e) = super::rows::commit(tx).await {
             return Ok(answers(reqs, decisions, &created, Some(&e)));
         }
@@ -159,7 +182,9 @@ async fn lock_and_check(
         .fetch_all(&mut **tx)
         .await?;
     let mut counters = HashMap::with_capacity(locked.len());
+    let mut row_ids = Vec::with_capacity(locked.len());
     for row in &locked {
+        row_ids.push(row.try_get::<String, _>("row_id")?);
         counters.insert(
             row.try_get::<String, _>("conv_id")?,
             (row.try_get("next_seq")?, row.try_get("msg_count")?),
@@ -177,6 +202,7 @@ async fn lock_and_check(
     let (priors, members) = read_checks(&found)?;
     Ok(Checked {
         counters,
+        row_ids,
         priors,
         members,
     })
@@ -294,8 +320,9 @@ async fn insert(
     tx: &mut Transaction<'static, Postgres>,
     reqs: &[&SendRequest],
     writes: &[(usize, i64, Uuid)],
-    counters: &HashMap<String, (i64, i64)>,
+    checked: &Checked,
 ) -> Result<HashMap<(String, i64), DateTime<Utc>>, StoreError> {
+    let counters = &checked.counters;
     let mut rows = Rows::default();
     // Each conversation's last seq and message count after the batch.
     let mut last: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
@@ -340,6 +367,7 @@ async fn insert(
         .bind(&mark_convs)
         .bind(&mark_users)
         .bind(&mark_seqs)
+        .bind(&checked.row_ids)
         .fetch_all(&mut **tx)
         .await?;
     let mut created = HashMap::with_capacity(returned.len());

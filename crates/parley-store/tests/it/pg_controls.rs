@@ -4,7 +4,7 @@
 use anyhow::{ensure, Result};
 use parley_store::pg::{
     EVENTS_AFTER_ONE_PERIOD_SQL, EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL,
-    SEND_BATCH_KEY_CHECK_SQL,
+    SEND_BATCH_INSERT_SQL, SEND_BATCH_KEY_CHECK_SQL, SEND_BATCH_LOCK_SQL,
 };
 use parley_testkit::TestDb;
 use sqlx::postgres::PgPoolOptions;
@@ -211,14 +211,15 @@ fn collect_nodes(node: &serde_json::Value, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// The batched send's statements find request keys and periods through their indexes, never
-/// by scanning the log: on 100,000 analysed events, a batch of 16 requests.
+/// The batched send's statements reach the log, the tombstones, the periods and the
+/// conversations only through their indexes, on 100,000 analysed events and 10,000 tombstones,
+/// for a batch of 16 requests over 16 conversations: under the plan for the given values and
+/// under the generic plan a prepared statement may switch to after a few executions.
 #[tokio::test]
 async fn send_batch_statements_use_indexes() -> Result<()> {
     let db = representative_data().await?;
     let store = db.store().await;
     let pool = store.pool();
-    // Tombstones of 10,000 purged messages, so their table is not trivially small.
     sqlx::query(
         "INSERT INTO idem_tombstones (conv_id, sender_user, client_msg_id, request_hash, seq, message_id)
          SELECT 'c-' || (t % 1000 + 1), 'u-' || (t % 7), 'm-old-' || t, 'h', t, gen_random_uuid()
@@ -226,28 +227,82 @@ async fn send_batch_statements_use_indexes() -> Result<()> {
     )
     .execute(pool)
     .await?;
-    sqlx::query("ANALYZE idem_tombstones").execute(pool).await?;
-    let senders: Vec<String> = (0..16).map(|i| format!("u-{}", i % 7)).collect();
-    let keys: Vec<String> = (0..16).map(|i| format!("m-new-{i}")).collect();
-    let explain = format!("EXPLAIN (FORMAT JSON) {SEND_BATCH_KEY_CHECK_SQL}");
-    let convs: Vec<String> = (0..16).map(|i| format!("c-{}", 100 + i * 37)).collect();
-    let plan: serde_json::Value = sqlx::query_scalar(&explain)
-        .bind(&convs)
-        .bind(&senders)
-        .bind(&keys)
-        .fetch_one(pool)
-        .await?;
-    let mut nodes = Vec::new();
-    collect_nodes(&plan[0]["Plan"], &mut nodes);
-    println!("send batch key check: nodes = {nodes:?}");
-    let seq_scan = nodes.iter().any(|(node, _)| node == "Seq Scan");
-    let uses_key = nodes.iter().any(|(_, index)| index == "events_request_key");
-    let uses_tombstone_key = nodes
-        .iter()
-        .any(|(_, index)| index == "idem_tombstones_pkey");
-    ensure!(
-        uses_key && uses_tombstone_key && !seq_scan,
-        "the batch key check does not use the request-key index: {plan}"
-    );
+    sqlx::query("ANALYZE").execute(pool).await?;
+    let statements = [
+        (
+            "lock",
+            SEND_BATCH_LOCK_SQL,
+            "(text[])",
+            "(ARRAY['c-1', 'c-2'])",
+        ),
+        (
+            "key check",
+            SEND_BATCH_KEY_CHECK_SQL,
+            "(text[], text[], text[])",
+            "(ARRAY['c-1', 'c-2'], ARRAY['u-1', 'u-2'], ARRAY['m-1', 'm-old-5'])",
+        ),
+        (
+            "insert",
+            SEND_BATCH_INSERT_SQL,
+            "(text[], bigint[], uuid[], text[], text[], text[], text[], text[], bigint[], \
+              text[], bigint[], bigint[], text[], text[], bigint[], text[])",
+            "(ARRAY['c-1'], ARRAY[101::bigint], ARRAY[gen_random_uuid()], ARRAY['u-1'], \
+              ARRAY['d1'], ARRAY['m-new'], ARRAY['h'], ARRAY['x'], ARRAY[101::bigint], \
+              ARRAY['c-1'], ARRAY[101::bigint], ARRAY[101::bigint], ARRAY['c-1'], \
+              ARRAY['u-1'], ARRAY[101::bigint], ARRAY['(0,1)'])",
+        ),
+    ];
+    for generic in [false, true] {
+        let mut conn = pool.acquire().await?;
+        let mode = if generic {
+            "force_generic_plan"
+        } else {
+            "force_custom_plan"
+        };
+        sqlx::raw_sql(&format!("SET plan_cache_mode = {mode}"))
+            .execute(&mut *conn)
+            .await?;
+        for (i, (name, sql, types, args)) in statements.iter().enumerate() {
+            sqlx::raw_sql(&format!("PREPARE s{i}{types} AS {sql}"))
+                .execute(&mut *conn)
+                .await?;
+            let plan: serde_json::Value =
+                sqlx::query_scalar(&format!("EXPLAIN (FORMAT JSON) EXECUTE s{i}{args}"))
+                    .fetch_one(&mut *conn)
+                    .await?;
+            let mut scans = Vec::new();
+            collect_scans(&plan[0]["Plan"], &mut scans);
+            println!("send batch {name} ({mode}): {scans:?}");
+            let full = scans.iter().find(|(node, _, relation)| {
+                node == "Seq Scan"
+                    && [
+                        "events",
+                        "idem_tombstones",
+                        "membership_periods",
+                        "conversations",
+                    ]
+                    .contains(&relation.as_str())
+            });
+            ensure!(
+                full.is_none(),
+                "{name} ({mode}) scans a whole table: {plan}"
+            );
+        }
+    }
     Ok(())
+}
+
+/// Every plan node as (node type, index, relation), depth first.
+fn collect_scans(node: &serde_json::Value, out: &mut Vec<(String, String, String)>) {
+    let field = |k: &str| node[k].as_str().unwrap_or_default().to_owned();
+    out.push((
+        field("Node Type"),
+        field("Index Name"),
+        field("Relation Name"),
+    ));
+    if let Some(children) = node["Plans"].as_array() {
+        for child in children {
+            collect_scans(child, out);
+        }
+    }
 }
