@@ -17,6 +17,23 @@ async fn counter_and_rows(pool: &PgPool) -> Result<(i64, i64)> {
     Ok((next, rows))
 }
 
+/// A fresh database with user ana and her group `c-f` (head 1: her join).
+async fn group_of_ana() -> Result<(
+    TestDb,
+    parley_store::pg::PgStore,
+    parley_domain::UserId,
+    parley_domain::ConvId,
+)> {
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    let ana = user(&store, "u-ana").await?;
+    let conv = store
+        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-f"), &[]))
+        .await?
+        .conv_id;
+    Ok((db, store, ana, conv))
+}
+
 /// Makes every commit that inserted an event fail: a deferred constraint trigger runs at
 /// COMMIT, after every statement of the send succeeded.
 async fn fail_every_commit(pool: &PgPool) -> Result<()> {
@@ -39,13 +56,7 @@ async fn fail_every_commit(pool: &PgPool) -> Result<()> {
 /// as they were, and the answer says the store failed before anything was written.
 #[tokio::test]
 async fn failure_after_insert_before_commit_leaves_log_unchanged() -> Result<()> {
-    let db = TestDb::create().await;
-    let store = db.store().await;
-    let ana = user(&store, "u-ana").await?;
-    let conv = store
-        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-f"), &[]))
-        .await?
-        .conv_id;
+    let (_db, store, ana, conv) = group_of_ana().await?;
     send(&store, &conv, &ana, "m-1", "fine").await?;
     let before = counter_and_rows(store.pool()).await?;
     sqlx::query(
@@ -82,13 +93,7 @@ async fn failure_after_insert_before_commit_leaves_log_unchanged() -> Result<()>
 /// same request key then tells the truth.
 #[tokio::test]
 async fn failure_at_commit_reports_outcome_unknown() -> Result<()> {
-    let db = TestDb::create().await;
-    let store = db.store().await;
-    let ana = user(&store, "u-ana").await?;
-    let conv = store
-        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-f"), &[]))
-        .await?
-        .conv_id;
+    let (_db, store, ana, conv) = group_of_ana().await?;
     let before = counter_and_rows(store.pool()).await?;
     fail_every_commit(store.pool()).await?;
     let r = send(&store, &conv, &ana, "m-1", "hello").await;
@@ -136,13 +141,7 @@ async fn concurrent_sends(
 /// once, at consecutive seqs (P1, P6).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failure_at_commit_of_a_batch_leaves_every_outcome_unknown() -> Result<()> {
-    let db = TestDb::create().await;
-    let store = db.store().await;
-    let ana = user(&store, "u-ana").await?;
-    let conv = store
-        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-f"), &[]))
-        .await?
-        .conv_id;
+    let (_db, store, ana, conv) = group_of_ana().await?;
     let before = counter_and_rows(store.pool()).await?;
     fail_every_commit(store.pool()).await?;
     let answers = concurrent_sends(&store, &conv, &ana, 24).await?;
@@ -177,13 +176,7 @@ async fn failure_at_commit_of_a_batch_leaves_every_outcome_unknown() -> Result<(
 /// every other send is written, and the log stays gapless.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failure_inside_a_batch_writes_nothing_and_leaves_no_gap() -> Result<()> {
-    let db = TestDb::create().await;
-    let store = db.store().await;
-    let ana = user(&store, "u-ana").await?;
-    let conv = store
-        .create_conversation(&new_conv(&ana, ConvKind::Group, Some("c-f"), &[]))
-        .await?
-        .conv_id;
+    let (_db, store, ana, conv) = group_of_ana().await?;
     sqlx::query(
         "CREATE FUNCTION fail_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
          BEGIN IF NEW.client_msg_id = 'm-b7' THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$",
