@@ -2,7 +2,8 @@
 
 use parley_domain::Rejection;
 
-#[derive(Debug, thiserror::Error)]
+/// Clone: one failure of a batched transaction is every request's answer.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The request was understood and refused; nothing was written.
     #[error(transparent)]

@@ -30,6 +30,30 @@ pub(crate) struct ReaderLog<'a> {
     pub periods: &'a [Period],
 }
 
+/// The events-after answer for `events`, the visible events after `after` in ascending order,
+/// at most `limit` of them: `through_seq` is the log's head for this reader unless the page is
+/// full, when the client resumes right after the last event it got.
+pub(crate) fn after_page(
+    events: Vec<Event>,
+    log: &ReaderLog<'_>,
+    after: i64,
+    limit: usize,
+) -> EventsPage {
+    let through_seq = match events.last() {
+        Some(last) if events.len() == limit => last.seq,
+        _ => log.head,
+    };
+    EventsPage {
+        events,
+        head: log.head,
+        min_seq: log.min_seq,
+        epoch: log.epoch,
+        through_seq,
+        truncated: after < log.min_seq - 1,
+        next_before: None,
+    }
+}
+
 /// Events after a cursor (ascending, `through_seq` = last seq examined) or a history page
 /// (descending, exclusive cursor, `next_before`).
 pub(crate) async fn events_page(
@@ -46,9 +70,7 @@ pub(crate) async fn events_page(
             if epoch.is_some_and(|e| e != log.epoch) {
                 return Err(Rejection::EpochChanged.into());
             }
-            let truncated = after < log.min_seq - 1;
             let start = after.saturating_add(1).max(log.min_seq);
-            let mut through_seq = log.head;
             for r in visible_ranges(log.periods, start, log.head) {
                 events.extend(
                     reader
@@ -56,20 +78,10 @@ pub(crate) async fn events_page(
                         .await?,
                 );
                 if events.len() == limit {
-                    // The page is full: the client resumes right after the last event it got.
-                    through_seq = events.last().map_or(through_seq, |e| e.seq);
                     break;
                 }
             }
-            Ok(EventsPage {
-                events,
-                head: log.head,
-                min_seq: log.min_seq,
-                epoch: log.epoch,
-                through_seq,
-                truncated,
-                next_before: None,
-            })
+            Ok(after_page(events, &log, after, limit))
         }
         EventsQuery::Before { before } => {
             let upper = before.map_or(log.head, |b| b.saturating_sub(1).min(log.head));

@@ -1,7 +1,7 @@
 //! The background task of a session: it owns the socket, writes requests and matches their
 //! answers, keeps the connection alive, and replaces it when it drops.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use crate::client::Client;
 use crate::error::ClientError;
 use crate::retry::backoff_ms;
 use crate::ws::connection::{self, on_close, Ended, Silence, Socket};
-use crate::ws::fetch::{SocketFetch, Stashed};
+use crate::ws::fetch::{Link, Stashed};
 use crate::ws::frames::{ClientFrame, Request, ServerFrame};
 use crate::ws::options::RealtimeOptions;
 use crate::ws::sequencer::{Sequencer, Stopped};
@@ -35,10 +35,8 @@ pub(crate) struct Driver {
     /// Written requests waiting for their answer, by `req_id`. Bounded by
     /// `requests_in_flight_max`; emptied whenever a connection ends.
     pending: HashMap<String, Reply>,
-    requests_written: u64,
-    /// Frames that arrived while a fetch waited for its answer, handled next, in order.
-    /// Bounded by `fetch::STASH_LEN_MAX`; emptied whenever a connection ends.
-    stash: VecDeque<Stashed>,
+    /// Request ids and the frames kept while a fetch waits (`fetch.rs`).
+    link: Link,
 }
 
 impl Driver {
@@ -57,6 +55,7 @@ impl Driver {
             deliveries,
             cancel.clone(),
         );
+        let link = Link::new(options.answer_timeout_ms);
         Self {
             client,
             options,
@@ -65,8 +64,7 @@ impl Driver {
             commands,
             cancel,
             pending: HashMap::new(),
-            requests_written: 0,
-            stash: VecDeque::new(),
+            link,
         }
     }
 
@@ -80,7 +78,7 @@ impl Driver {
                 Ended::Lost(why) => {
                     tracing::info!(reason = %why, "realtime connection lost; reconnecting");
                     // Frames of the lost connection: the resync below covers their events.
-                    self.stash.clear();
+                    self.link.stash.clear();
                     self.fail_pending(|| ClientError::Disconnected {
                         reason: why.clone(),
                     });
@@ -92,12 +90,7 @@ impl Driver {
             };
             let caught_up = match self.sequencer.deliver(Delivery::Reconnected).await {
                 Ok(()) => {
-                    let mut fetch = SocketFetch {
-                        socket: &mut socket,
-                        stash: &mut self.stash,
-                        requests_written: &mut self.requests_written,
-                        answer_timeout_ms: self.options.answer_timeout_ms,
-                    };
+                    let mut fetch = self.link.fetch(&mut socket);
                     self.sequencer.resync_all(&mut fetch).await
                 }
                 Err(stopped) => Err(stopped),
@@ -118,7 +111,7 @@ impl Driver {
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut silence = Silence::new();
         loop {
-            if let Some(kept) = self.stash.pop_front() {
+            if let Some(kept) = self.link.stash.pop_front() {
                 let started = Instant::now();
                 let ended = match kept {
                     Stashed::Frame(frame) => self.on_frame(socket, frame).await,
@@ -200,7 +193,7 @@ impl Driver {
         }
         self.pending.retain(|_, reply| !reply.is_closed());
         let ping = ClientFrame {
-            req_id: self.next_req_id(),
+            req_id: self.link.next_req_id(),
             request: Request::Ping,
         };
         write(socket, &ping).await?;
@@ -213,12 +206,7 @@ impl Driver {
         silence: &mut Silence,
     ) -> Result<(), Ended> {
         let started = Instant::now();
-        let mut fetch = SocketFetch {
-            socket,
-            stash: &mut self.stash,
-            requests_written: &mut self.requests_written,
-            answer_timeout_ms: self.options.answer_timeout_ms,
-        };
+        let mut fetch = self.link.fetch(socket);
         self.sequencer
             .resync_stale(&mut fetch)
             .await
@@ -249,12 +237,7 @@ impl Driver {
     }
 
     async fn on_frame(&mut self, socket: &mut Socket, frame: ServerFrame) -> Option<Ended> {
-        let mut fetch = SocketFetch {
-            socket,
-            stash: &mut self.stash,
-            requests_written: &mut self.requests_written,
-            answer_timeout_ms: self.options.answer_timeout_ms,
-        };
+        let mut fetch = self.link.fetch(socket);
         let delivered = match frame {
             ServerFrame::Ack { req_id, fields } => {
                 self.answer(req_id, Ok(Value::Object(fields)));
@@ -314,7 +297,7 @@ impl Driver {
             // The caller gave up while the request waited in the queue.
             return Ok(());
         }
-        let req_id = self.next_req_id();
+        let req_id = self.link.next_req_id();
         let frame = ClientFrame {
             req_id: req_id.clone(),
             request,
@@ -323,11 +306,6 @@ impl Driver {
         // connection (outcome unknown) like any other.
         self.pending.insert(req_id, reply);
         write(socket, &frame).await
-    }
-
-    fn next_req_id(&mut self) -> String {
-        self.requests_written += 1;
-        format!("r{}", self.requests_written)
     }
 
     fn fail_pending(&mut self, error: impl Fn() -> ClientError) {

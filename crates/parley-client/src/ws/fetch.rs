@@ -39,12 +39,41 @@ pub(crate) trait Fetch {
     ) -> Result<EventsPage, ClientError>;
 }
 
+/// The driver's side of fetching on its socket: the request counter it shares with every other
+/// request it writes, the frames kept while a fetch waits, and how long a fetch may wait.
+pub(crate) struct Link {
+    requests_written: u64,
+    /// Frames that arrived while a fetch waited for its answer, handled next, in order.
+    /// Bounded by `STASH_LEN_MAX`; emptied whenever a connection ends.
+    pub stash: VecDeque<Stashed>,
+    answer_timeout_ms: u64,
+}
+
+impl Link {
+    pub fn new(answer_timeout_ms: u64) -> Self {
+        Self {
+            requests_written: 0,
+            stash: VecDeque::new(),
+            answer_timeout_ms,
+        }
+    }
+
+    /// A fresh `req_id` for the next frame written on the socket.
+    pub fn next_req_id(&mut self) -> String {
+        self.requests_written += 1;
+        format!("r{}", self.requests_written)
+    }
+
+    /// A fetch on `socket`, keeping what arrives meanwhile in this link's stash.
+    pub fn fetch<'a>(&'a mut self, socket: &'a mut Socket) -> SocketFetch<'a> {
+        SocketFetch { socket, link: self }
+    }
+}
+
 /// A fetch on the session's socket, for the driver that owns it.
 pub(crate) struct SocketFetch<'a> {
-    pub socket: &'a mut Socket,
-    pub stash: &'a mut VecDeque<Stashed>,
-    pub requests_written: &'a mut u64,
-    pub answer_timeout_ms: u64,
+    socket: &'a mut Socket,
+    link: &'a mut Link,
 }
 
 impl Fetch for SocketFetch<'_> {
@@ -55,8 +84,7 @@ impl Fetch for SocketFetch<'_> {
         limit: u32,
         epoch: i64,
     ) -> Result<EventsPage, ClientError> {
-        *self.requests_written += 1;
-        let req_id = format!("r{}", self.requests_written);
+        let req_id = self.link.next_req_id();
         let frame = ClientFrame {
             req_id: req_id.clone(),
             request: Request::Sync {
@@ -71,7 +99,7 @@ impl Fetch for SocketFetch<'_> {
             .send(Message::Text(frame.to_json().into()))
             .await
             .map_err(|e| lost(e.to_string()))?;
-        let waited_ms = self.answer_timeout_ms;
+        let waited_ms = self.link.answer_timeout_ms;
         let answer = tokio::time::timeout(Duration::from_millis(waited_ms), self.answer(&req_id));
         answer
             .await
@@ -86,7 +114,7 @@ impl SocketFetch<'_> {
             reason: reason.to_owned(),
         };
         loop {
-            if self.stash.len() >= STASH_LEN_MAX {
+            if self.link.stash.len() >= STASH_LEN_MAX {
                 return Err(lost("too many frames arrived while a fetch waited"));
             }
             let message = match self.socket.next().await {
@@ -106,7 +134,7 @@ impl SocketFetch<'_> {
                 }
                 Message::Close(_) => {
                     // Handled by the driver after the fetch, which ends the connection there.
-                    self.stash.push_back(Stashed::Message(message));
+                    self.link.stash.push_back(Stashed::Message(message));
                     return Err(lost("the server closed the connection"));
                 }
                 Message::Binary(_) | Message::Pong(_) | Message::Frame(_) => continue,
@@ -128,7 +156,7 @@ impl SocketFetch<'_> {
                     code,
                     message,
                 } if id == req_id => return Err(ClientError::from_frame(code, message)),
-                other => self.stash.push_back(Stashed::Frame(other)),
+                other => self.link.stash.push_back(Stashed::Frame(other)),
             }
         }
     }

@@ -8,11 +8,12 @@
 //! statement, which PostgreSQL runs in one snapshot: one round trip, the same answer. Readers
 //! with several periods take the general path.
 
-use parley_domain::{ConvId, EventsPage, Rejection, UserId};
+use parley_domain::{ConvId, EventsPage, Period, Rejection, UserId};
 use sqlx::{PgPool, Row};
 
 use super::rows::event_from_row;
 use crate::error::StoreError;
+use crate::page::{after_page, ReaderLog};
 
 /// The conversation row and the reader's one period, joined to the range scan of the log by
 /// primary key (`check_04_history_uses_pk` checks the plan). The range is empty unless the reader
@@ -21,7 +22,7 @@ use crate::error::StoreError;
 /// times a second.
 pub const EVENTS_AFTER_ONE_PERIOD_SQL: &str = "
 SELECT c.next_seq - 1 AS r_log_head, c.min_seq AS r_min_seq, c.epoch AS r_epoch,
-       p.period_count AS r_period_count, p.to_seq AS r_to_seq,
+       p.period_count AS r_period_count, p.from_seq AS r_from_seq, p.to_seq AS r_to_seq,
        e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
        e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at
   FROM conversations c
@@ -74,7 +75,6 @@ pub(super) async fn events_after_one_period(
     if epoch.is_some_and(|e| e != log_epoch) {
         return Err(Rejection::EpochChanged.into());
     }
-    let min_seq: i64 = first.try_get("r_min_seq")?;
     let log_head: i64 = first.try_get("r_log_head")?;
     // A former member sees the log up to the end of their period (P11).
     let head = first
@@ -89,18 +89,15 @@ pub(super) async fn events_after_one_period(
     }
     // The join hands the range over in the index's order, which SQL does not promise.
     events.sort_unstable_by_key(|e| e.seq);
-    // A full page: the client resumes right after the last event it got.
-    let through_seq = match events.last() {
-        Some(last) if events.len() == limit as usize => last.seq,
-        _ => head,
-    };
-    Ok(Some(EventsPage {
-        events,
-        head,
-        min_seq,
+    let period = [Period {
+        from_seq: first.try_get("r_from_seq")?,
+        to_seq: first.try_get("r_to_seq")?,
+    }];
+    let log = ReaderLog {
+        min_seq: first.try_get("r_min_seq")?,
         epoch: log_epoch,
-        through_seq,
-        truncated: after < min_seq - 1,
-        next_before: None,
-    }))
+        head,
+        periods: &period,
+    };
+    Ok(Some(after_page(events, &log, after, limit as usize)))
 }

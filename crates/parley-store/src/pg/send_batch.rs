@@ -18,7 +18,7 @@
 //! leaves the outcome of every request that was to write unknown (P6), while refusals and
 //! replays keep their answers, which did not depend on the commit.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use parley_domain::Rejection;
@@ -42,31 +42,32 @@ SELECT c.conv_id, c.next_seq, c.msg_count, c.ctid::text AS row_id
  ORDER BY k.n";
 
 /// The request keys of the batch in the log and in the tombstones, and the senders' open
-/// periods. `$1` conv_id[], `$2` sender_user[], `$3` client_msg_id[] (one entry per request).
+/// periods, each row naming its request by position (`n`, from 1). `$1` conv_id[], `$2`
+/// sender_user[], `$3` client_msg_id[] (one entry per request).
 /// Each lookup is a LATERAL subquery with `LIMIT 1` (each is unique by its index), which the
 /// planner cannot flatten into a join: it stays one index probe per request under every plan,
 /// the generic plan of a prepared statement included (`send_batch_statements_use_indexes`).
 pub const SEND_BATCH_KEY_CHECK_SQL: &str = "
-SELECT 'event' AS src, k.conv_id, k.sender_user, k.client_msg_id, e.seq, e.message_id,
-       e.request_hash
-  FROM UNNEST($1::text[], $2::text[], $3::text[]) AS k(conv_id, sender_user, client_msg_id)
+SELECT 'event' AS src, k.n, e.seq, e.message_id, e.request_hash
+  FROM UNNEST($1::text[], $2::text[], $3::text[])
+       WITH ORDINALITY AS k(conv_id, sender_user, client_msg_id, n)
   CROSS JOIN LATERAL (
     SELECT seq, message_id, request_hash FROM events
      WHERE conv_id = k.conv_id AND sender_user = k.sender_user
        AND client_msg_id = k.client_msg_id AND client_msg_id IS NOT NULL
      LIMIT 1) e
 UNION ALL
-SELECT 'tombstone', k.conv_id, k.sender_user, k.client_msg_id, t.seq, t.message_id,
-       t.request_hash
-  FROM UNNEST($1::text[], $2::text[], $3::text[]) AS k(conv_id, sender_user, client_msg_id)
+SELECT 'tombstone', k.n, t.seq, t.message_id, t.request_hash
+  FROM UNNEST($1::text[], $2::text[], $3::text[])
+       WITH ORDINALITY AS k(conv_id, sender_user, client_msg_id, n)
   CROSS JOIN LATERAL (
     SELECT seq, message_id, request_hash FROM idem_tombstones
      WHERE conv_id = k.conv_id AND sender_user = k.sender_user
        AND client_msg_id = k.client_msg_id
      LIMIT 1) t
 UNION ALL
-SELECT 'member', k.conv_id, k.user_id, NULL, NULL, NULL, NULL
-  FROM UNNEST($1::text[], $2::text[]) AS k(conv_id, user_id)
+SELECT 'member', k.n, NULL, NULL, NULL
+  FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS k(conv_id, user_id, n)
   CROSS JOIN LATERAL (
     SELECT 1 FROM membership_periods
      WHERE conv_id = k.conv_id AND user_id = k.user_id AND to_seq IS NULL
@@ -120,12 +121,6 @@ enum Decision {
     },
 }
 
-/// A request key: (conv_id, sender_user, client_msg_id).
-type Key = (String, String, String);
-
-/// (conv_id, user_id) of senders with an open period.
-type Members = HashSet<(String, String)>;
-
 /// A request key found in the log or in the tombstones.
 struct Prior {
     seq: i64,
@@ -140,8 +135,10 @@ struct Checked {
     counters: HashMap<String, (i64, i64)>,
     /// The locked rows' `ctid`s, as text.
     row_ids: Vec<String>,
-    priors: HashMap<Key, Prior>,
-    members: Members,
+    /// Per request: its key in the log or in the tombstones, if there.
+    priors: Vec<Option<Prior>>,
+    /// Per request: whether its sender has an open period.
+    members: Vec<bool>,
 }
 
 /// Commits `reqs` and answers each in order. `Err`: the batch failed before its commit, so
@@ -199,7 +196,7 @@ async fn lock_and_check(
         .bind(&keys)
         .fetch_all(&mut **tx)
         .await?;
-    let (priors, members) = read_checks(&found)?;
+    let (priors, members) = read_checks(&found, reqs.len())?;
     Ok(Checked {
         counters,
         row_ids,
@@ -208,36 +205,35 @@ async fn lock_and_check(
     })
 }
 
-/// Splits the key check's rows into the keys found (the log before the tombstones) and the
-/// senders with an open period.
-fn read_checks(rows: &[PgRow]) -> Result<(HashMap<Key, Prior>, Members), StoreError> {
-    let mut priors: HashMap<Key, Prior> = HashMap::new();
-    let mut members = HashSet::new();
+/// Sorts the key check's rows by request: the key found (the log before the tombstones) and
+/// whether the sender has an open period.
+fn read_checks(rows: &[PgRow], len: usize) -> Result<(Vec<Option<Prior>>, Vec<bool>), StoreError> {
+    let mut priors: Vec<Option<Prior>> = (0..len).map(|_| None).collect();
+    let mut members = vec![false; len];
     for row in rows {
         let src: &str = row.try_get("src")?;
-        let conv: String = row.try_get("conv_id")?;
-        let sender: String = row.try_get("sender_user")?;
+        let n: i64 = row.try_get("n")?;
+        let i = usize::try_from(n - 1)
+            .ok()
+            .filter(|i| *i < len)
+            .ok_or_else(|| StoreError::Unavailable(format!("key check named request {n}")))?;
         if src == "member" {
-            members.insert((conv, sender));
+            members[i] = true;
             continue;
         }
-        let key = (conv, sender, row.try_get::<String, _>("client_msg_id")?);
         let purged = src == "tombstone";
-        if purged && priors.contains_key(&key) {
+        if purged && priors[i].is_some() {
             continue;
         }
         let message_id: Option<Uuid> = row.try_get("message_id")?;
         let message_id = message_id
             .ok_or_else(|| StoreError::Unavailable("stored message without id".into()))?;
-        priors.insert(
-            key,
-            Prior {
-                seq: row.try_get("seq")?,
-                message_id,
-                request_hash: row.try_get("request_hash")?,
-                purged,
-            },
-        );
+        priors[i] = Some(Prior {
+            seq: row.try_get("seq")?,
+            message_id,
+            request_hash: row.try_get("request_hash")?,
+            purged,
+        });
     }
     Ok((priors, members))
 }
@@ -256,10 +252,7 @@ fn decide(reqs: &[&SendRequest], checked: &Checked) -> Vec<Decision> {
         let sender = req.sender_user.as_str();
         let key = req.client_msg_id.as_str();
         let hash = req.request_hash.as_str();
-        let prior = checked
-            .priors
-            .get(&(conv.to_owned(), sender.to_owned(), key.to_owned()));
-        let decision = if let Some(prior) = prior {
+        let decision = if let Some(prior) = &checked.priors[i] {
             Decision::Answered(Box::new(if prior.request_hash == hash {
                 Ok(SendOutcome {
                     conv_id: req.conv_id.clone(),
@@ -278,10 +271,7 @@ fn decide(reqs: &[&SendRequest], checked: &Checked) -> Vec<Decision> {
             } else {
                 Decision::Answered(Box::new(Err(Rejection::IdempotencyMismatch.into())))
             }
-        } else if !checked
-            .members
-            .contains(&(conv.to_owned(), sender.to_owned()))
-        {
+        } else if !checked.members[i] {
             // Also an unknown conversation: it has no members (P10).
             Decision::Answered(Box::new(Err(Rejection::NotMember.into())))
         } else if let Some(seq) = next.get_mut(conv) {
@@ -398,7 +388,7 @@ fn answers(
 ) -> Vec<Result<SendOutcome, StoreError>> {
     let written = |i: usize, seq: i64, message_id: Uuid| -> Result<SendOutcome, StoreError> {
         if let Some(e) = commit_failed {
-            return Err(same_error(e));
+            return Err(e.clone());
         }
         let key = (reqs[i].conv_id.as_str().to_owned(), seq);
         let created_at = created.get(&key).copied().ok_or_else(|| {
@@ -414,10 +404,7 @@ fn answers(
         .iter()
         .enumerate()
         .map(|(i, d)| match d {
-            Decision::Answered(outcome) => match outcome.as_ref() {
-                Ok(o) => Ok(o.clone()),
-                Err(e) => Err(same_error(e)),
-            },
+            Decision::Answered(outcome) => outcome.as_ref().clone(),
             Decision::Write { seq, message_id } => written(i, *seq, *message_id),
             Decision::SameAs { index } => {
                 let Some((seq, message_id)) = seq_of(*index) else {
@@ -426,7 +413,7 @@ fn answers(
                     ));
                 };
                 if let Some(e) = commit_failed {
-                    return Err(same_error(e));
+                    return Err(e.clone());
                 }
                 Ok(SendOutcome {
                     conv_id: reqs[i].conv_id.clone(),
@@ -439,14 +426,4 @@ fn answers(
             }
         })
         .collect()
-}
-
-/// A copy of `e` for another request of the same batch.
-fn same_error(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Rejected(r) => StoreError::Rejected(r.clone()),
-        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-        StoreError::OutcomeUnknown(m) => StoreError::OutcomeUnknown(m.clone()),
-        StoreError::Migration(m) => StoreError::Migration(m.clone()),
-    }
 }
