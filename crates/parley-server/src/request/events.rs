@@ -59,24 +59,7 @@ impl SyncAfter {
         state: &AppState,
         device: &DeviceIdentity,
     ) -> Result<EventsPage<Event>, ApiError> {
-        let query = EventsQuery::After {
-            after: self.after,
-            epoch: self.epoch,
-        };
-        page(state, device, &self.conv_id, query, self.limit).await
-    }
-}
-
-impl History {
-    pub async fn run(
-        self,
-        state: &AppState,
-        device: &DeviceIdentity,
-    ) -> Result<EventsPage<Event>, ApiError> {
-        let query = EventsQuery::Before {
-            before: self.before,
-        };
-        page(state, device, &self.conv_id, query, self.limit).await
+        ReadEvents::After(self).run(state, device).await
     }
 }
 
@@ -100,38 +83,36 @@ impl ReadEvents {
         })
     }
 
+    /// One page as the caller may see it: visibility is checked by the store against the
+    /// caller's periods at access time (P11).
     pub async fn run(
         self,
         state: &AppState,
         device: &DeviceIdentity,
     ) -> Result<EventsPage<Event>, ApiError> {
-        match self {
-            Self::After(sync) => sync.run(state, device).await,
-            Self::Before(history) => history.run(state, device).await,
-        }
+        let (conv_id, query, limit) = match self {
+            Self::After(s) => (
+                s.conv_id,
+                EventsQuery::After {
+                    after: s.after,
+                    epoch: s.epoch,
+                },
+                s.limit,
+            ),
+            Self::Before(h) => (h.conv_id, EventsQuery::Before { before: h.before }, h.limit),
+        };
+        let page = state
+            .store()
+            .events(&conv_id, &device.user_id, query, limit)
+            .await?;
+        Ok(EventsPage {
+            events: page.events,
+            head: page.head,
+            min_seq: page.min_seq,
+            epoch: page.epoch,
+            through_seq: page.through_seq,
+            truncated: page.truncated,
+            next_before: page.next_before,
+        })
     }
-}
-
-/// One page as the caller may see it: visibility is checked by the store against the caller's
-/// periods at access time (P11).
-async fn page(
-    state: &AppState,
-    device: &DeviceIdentity,
-    conv_id: &ConvId,
-    query: EventsQuery,
-    limit: u32,
-) -> Result<EventsPage<Event>, ApiError> {
-    let page = state
-        .store()
-        .events(conv_id, &device.user_id, query, limit)
-        .await?;
-    Ok(EventsPage {
-        events: page.events,
-        head: page.head,
-        min_seq: page.min_seq,
-        epoch: page.epoch,
-        through_seq: page.through_seq,
-        truncated: page.truncated,
-        next_before: page.next_before,
-    })
 }
