@@ -1,6 +1,7 @@
-//! Events and pages for the unit tests of the cursor, the realtime cursors and the sync state.
+//! Events, pages and feed entries for the unit tests of the cursor, the realtime cursors and
+//! the sync state.
 
-use crate::types::{Event, EventKind, EventsPage};
+use crate::types::{ConvKind, Conversation, DeliveryMode, Event, EventKind, EventsPage};
 
 /// A message from ben at `seq` of conversation `c`.
 pub(crate) fn event(seq: i64) -> Event {
@@ -30,6 +31,25 @@ pub(crate) fn page(seqs: &[i64], through_seq: i64, head: i64) -> EventsPage {
         through_seq,
         truncated: false,
         next_before: None,
+    }
+}
+
+/// A feed entry of group `conv_id`, epoch 1 with `min_seq` 1.
+pub(crate) fn conversation(conv_id: &str, head: i64, read_seq: i64, unread: i64) -> Conversation {
+    Conversation {
+        conv_id: conv_id.into(),
+        kind: ConvKind::Group,
+        title: None,
+        delivery_mode: DeliveryMode::Push,
+        head,
+        min_seq: 1,
+        epoch: 1,
+        read_seq,
+        unread,
+        members: None,
+        recall_window_ms: 120_000,
+        retention_ms: None,
+        last_event: None,
     }
 }
 

@@ -59,6 +59,7 @@
 mod catch_up;
 mod conv;
 mod fetch;
+mod read;
 mod sink;
 mod state;
 

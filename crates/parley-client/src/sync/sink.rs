@@ -101,3 +101,39 @@ impl Events {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{conversation, page, seqs};
+    use crate::sync::{SavedSync, SyncState};
+
+    #[test]
+    fn sinks_receive_events_and_restarts_in_order() {
+        #[derive(Default)]
+        struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+        impl EventSink for Recorder {
+            fn append(&mut self, conv_id: &str, events: Vec<Event>) {
+                let mut log = self.0.lock().unwrap();
+                log.push(format!("{conv_id}:{:?}", seqs(&events)));
+            }
+            fn restart(&mut self, conv_id: &str, why: Restart) {
+                self.0.lock().unwrap().push(format!("{conv_id}:{why:?}"));
+            }
+        }
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut state = SyncState::with_sink(Recorder(seen.clone()));
+        state.apply_entry(&conversation("c", 2, 0, 0));
+        state.apply_page("c", page(&[1, 2], 2, 2));
+        let mut p = page(&[9], 9, 9);
+        p.truncated = true;
+        state.apply_page("c", p);
+        assert_eq!(state.events("c"), None, "the app keeps the events");
+        assert_eq!(*seen.lock().unwrap(), ["c:[1, 2]", "c:Truncated", "c:[9]"]);
+        let saved = state.save();
+        let restored = SyncState::restore(saved.clone(), Recorder::default());
+        assert_eq!(restored.save(), saved);
+        let json = serde_json::to_string(&saved).unwrap();
+        assert_eq!(serde_json::from_str::<SavedSync>(&json).unwrap(), saved);
+    }
+}

@@ -1,15 +1,19 @@
 //! [`SyncState`]: every conversation's [`ConvSync`], the feed token, and where events go; what
-//! a feed entry, a pushed delivery and a read position do to it.
+//! a feed entry and a pushed delivery do to it. Read positions are in `read.rs`.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
+use crate::cursor::Progress;
 use crate::cursor::Verdict;
 use crate::sync::conv::ConvSync;
 use crate::sync::sink::{EventSink, Events, MemoryLogs};
-use crate::types::{Conversation, Event, EventKind};
+#[cfg(test)]
+use crate::types::EventsPage;
+use crate::types::{Conversation, Event};
 use crate::ws::{Delivery, RealtimeHandle};
 
 /// What a device keeps to catch up: stored with [`SyncState::save`] and restored with
@@ -124,38 +128,6 @@ impl SyncState {
         }
     }
 
-    /// Moves the read position of `conv_id` forward to `read_seq` (a `read` delivery, or the
-    /// answer of a mark-read); never back. Answers whether it moved. The unread count drops to
-    /// 0 when the position covers everything counted; otherwise the messages now read are
-    /// taken off when the state keeps the log, and the next catch-up brings the server's count
-    /// either way (a moved read position lists the conversation in the feed).
-    pub fn apply_read(&mut self, conv_id: &str, read_seq: i64) -> bool {
-        let Some(conv) = self.convs.get_mut(conv_id) else {
-            return false;
-        };
-        if read_seq <= conv.read_seq {
-            return false;
-        }
-        let before = conv.read_seq;
-        conv.read_seq = read_seq;
-        if read_seq >= conv.unread_through {
-            conv.unread = 0;
-        } else if let Events::Memory(logs) = &self.events {
-            // Messages the server counted: from others (an own message moves the sender's read
-            // position past it), not recalled, in (before, read_seq].
-            let now_read = logs.logs.get(conv_id).map_or(0, |log| {
-                let start = log.partition_point(|e| e.seq <= before);
-                log[start..]
-                    .iter()
-                    .take_while(|e| e.seq <= read_seq)
-                    .filter(|e| e.kind == EventKind::Msg && !e.recalled)
-                    .count()
-            });
-            conv.unread = (conv.unread - now_read as i64).max(0);
-        }
-        true
-    }
-
     /// Applies one delivery of a realtime session; answers whether a catch-up is due.
     ///
     /// An event is taken when it is exactly the next seq of a known conversation; one already
@@ -223,64 +195,39 @@ impl SyncState {
     /// the server counted it unread is taken off the count.
     pub(super) fn store(&mut self, conv_id: &str, events: Vec<Event>) {
         let recalled = self.events.append(conv_id, events);
-        if let Some(conv) = self.convs.get_mut(conv_id) {
-            for (recall_seq, target) in recalled {
-                let counted = recall_seq > conv.unread_through
-                    && target > conv.read_seq
-                    && target <= conv.unread_through;
-                if counted {
-                    conv.unread = (conv.unread - 1).max(0);
-                }
-            }
+        self.uncount_recalled(conv_id, &recalled);
+    }
+}
+
+#[cfg(test)]
+impl SyncState {
+    /// Applies a page of `conv_id` the way a catch-up does, for the tests of what follows.
+    pub(super) fn apply_page(&mut self, conv_id: &str, page: EventsPage) -> Progress {
+        let conv = self.convs.get_mut(conv_id).expect("a known conversation");
+        let step = conv.apply_page(page);
+        if step.restart {
+            self.events
+                .restart(conv_id, crate::sync::Restart::Truncated);
         }
+        self.store(conv_id, step.events);
+        step.progress
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cursor::Progress;
-    use crate::fixtures::{event, page, seqs};
-    use crate::sync::sink::Restart;
-    use crate::types::{ConvKind, DeliveryMode, EventsPage};
-
-    fn entry(conv_id: &str, head: i64, read_seq: i64, unread: i64) -> Conversation {
-        Conversation {
-            conv_id: conv_id.into(),
-            kind: ConvKind::Group,
-            title: None,
-            delivery_mode: DeliveryMode::Push,
-            head,
-            min_seq: 1,
-            epoch: 1,
-            read_seq,
-            unread,
-            members: None,
-            recall_window_ms: 120_000,
-            retention_ms: None,
-            last_event: None,
-        }
-    }
-
-    fn apply(state: &mut SyncState, conv_id: &str, page: EventsPage) -> Progress {
-        let conv = state.convs.get_mut(conv_id).unwrap();
-        let step = conv.apply_page(page);
-        if step.restart {
-            state.events.restart(conv_id, Restart::Truncated);
-        }
-        state.store(conv_id, step.events);
-        step.progress
-    }
+    use crate::fixtures::{conversation, event, page, seqs};
 
     #[test]
     fn a_truncated_page_restarts_the_log_from_the_answer() {
         let mut state = SyncState::new();
-        state.apply_entry(&entry("c", 3, 0, 0));
-        apply(&mut state, "c", page(&[1, 2, 3], 3, 3));
+        state.apply_entry(&conversation("c", 3, 0, 0));
+        state.apply_page("c", page(&[1, 2, 3], 3, 3));
         let mut p = page(&[50, 51], 51, 51);
         p.truncated = true;
         p.min_seq = 50;
-        assert_eq!(apply(&mut state, "c", p), Progress::Done);
+        assert_eq!(state.apply_page("c", p), Progress::Done);
         assert_eq!(seqs(state.events("c").unwrap()), [50, 51]);
         let c = state.conversation("c").unwrap();
         assert_eq!((c.cursor, c.last_seq, c.min_seq), (51, 51, 50));
@@ -289,7 +236,7 @@ mod tests {
     #[test]
     fn a_new_conversation_starts_before_min_seq() {
         let mut state = SyncState::new();
-        let mut e = entry("c", 40, 12, 5);
+        let mut e = conversation("c", 40, 12, 5);
         e.min_seq = 30;
         state.apply_entry(&e);
         let c = state.conversation("c").unwrap();
@@ -300,52 +247,10 @@ mod tests {
     }
 
     #[test]
-    fn read_state_comes_from_the_feed_and_never_moves_back() {
-        let mut state = SyncState::new();
-        state.apply_entry(&entry("c", 10, 4, 6));
-        state.apply_entry(&entry("c", 10, 8, 2));
-        assert_eq!((state.read_seq("c"), state.unread("c")), (Some(8), Some(2)));
-        // An older answer does not move it back.
-        state.apply_entry(&entry("c", 10, 6, 4));
-        assert_eq!(state.read_seq("c"), Some(8));
-        assert!(!state.apply_read("c", 7));
-        assert!(state.apply_read("c", 10));
-        assert_eq!(
-            (state.read_seq("c"), state.unread("c")),
-            (Some(10), Some(0))
-        );
-        assert!(!state.apply_read("unknown", 3));
-        // A feed entry read before that read arrived does not bring the badge back.
-        state.apply_entry(&entry("c", 10, 8, 2));
-        assert_eq!(
-            (state.read_seq("c"), state.unread("c")),
-            (Some(10), Some(0))
-        );
-    }
-
-    #[test]
-    fn a_partial_read_takes_off_the_messages_it_covers() {
-        let mut state = SyncState::new();
-        state.apply_entry(&entry("c", 6, 0, 0));
-        apply(&mut state, "c", page(&[1, 2, 3, 4, 5, 6], 6, 6));
-        // The server counted 6 unread; then seq 2 is recalled by the event at 7.
-        state.apply_entry(&entry("c", 6, 0, 6));
-        let mut recall = event(7);
-        recall.kind = EventKind::Recall;
-        recall.target_seq = Some(2);
-        state.store("c", vec![recall]);
-        let log = state.events("c").unwrap();
-        assert!(log[1].recalled && log[1].body.is_none());
-        assert_eq!(state.unread("c"), Some(5));
-        assert!(state.apply_read("c", 4));
-        assert_eq!(state.unread("c"), Some(2), "5 and 6 are left");
-    }
-
-    #[test]
     fn pushed_events_extend_the_log_only_when_next() {
         let mut state = SyncState::new();
-        state.apply_entry(&entry("c", 2, 0, 0));
-        apply(&mut state, "c", page(&[1, 2], 2, 2));
+        state.apply_entry(&conversation("c", 2, 0, 0));
+        state.apply_page("c", page(&[1, 2], 2, 2));
         assert!(!state.apply_delivery(&Delivery::Event(event(3))));
         assert!(
             !state.apply_delivery(&Delivery::Event(event(3))),
@@ -371,31 +276,32 @@ mod tests {
     }
 
     #[test]
-    fn sinks_receive_events_and_restarts_in_order() {
-        #[derive(Default)]
-        struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-        impl EventSink for Recorder {
-            fn append(&mut self, conv_id: &str, events: Vec<Event>) {
-                let mut log = self.0.lock().unwrap();
-                log.push(format!("{conv_id}:{:?}", seqs(&events)));
-            }
-            fn restart(&mut self, conv_id: &str, why: Restart) {
-                self.0.lock().unwrap().push(format!("{conv_id}:{why:?}"));
-            }
+    fn a_saved_state_reads_back_from_its_stored_form() {
+        let text = r#"{"token":"t9","conversations":{"c":{"epoch":2,"cursor":40,"read_seq":30,
+            "unread":4,"unread_through":40,"head":41,"min_seq":5,"last_seq":38,"stale":true}}}"#;
+        struct Discard;
+        impl EventSink for Discard {
+            fn append(&mut self, _: &str, _: Vec<Event>) {}
+            fn restart(&mut self, _: &str, _: crate::sync::Restart) {}
         }
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut state = SyncState::with_sink(Recorder(seen.clone()));
-        state.apply_entry(&entry("c", 2, 0, 0));
-        apply(&mut state, "c", page(&[1, 2], 2, 2));
-        let mut p = page(&[9], 9, 9);
-        p.truncated = true;
-        apply(&mut state, "c", p);
-        assert_eq!(state.events("c"), None, "the app keeps the events");
-        assert_eq!(*seen.lock().unwrap(), ["c:[1, 2]", "c:Truncated", "c:[9]"]);
-        let saved = state.save();
-        let restored = SyncState::restore(saved.clone(), Recorder::default());
-        assert_eq!(restored.save(), saved);
-        let json = serde_json::to_string(&saved).unwrap();
-        assert_eq!(serde_json::from_str::<SavedSync>(&json).unwrap(), saved);
+        let state = SyncState::restore(serde_json::from_str(text).unwrap(), Discard);
+        assert_eq!(state.token(), Some("t9"));
+        assert_eq!(state.cursor("c"), Some((2, 40)));
+        let c = state.conversation("c").unwrap();
+        assert_eq!(
+            (
+                c.read_seq,
+                c.unread,
+                c.unread_through,
+                c.head,
+                c.min_seq,
+                c.last_seq
+            ),
+            (30, 4, 40, 41, 5, 38)
+        );
+        assert!(c.stale);
+        let again = serde_json::to_value(state.save()).unwrap();
+        let text: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(again, text, "written back in the same form");
     }
 }
