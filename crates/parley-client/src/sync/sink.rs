@@ -18,7 +18,7 @@ pub enum Restart {
     Inaccessible,
 }
 
-/// Where caught-up events go when the app keeps them itself ([`SyncState::with_sink`]).
+/// Where caught-up events go when the app keeps them itself ([`crate::SyncState::with_sink`]).
 /// Calls for one conversation come in order; calls for different ones may interleave.
 pub trait EventSink: Send {
     /// Events of `conv_id` the app does not have: ascending, each above every seq handed over

@@ -42,7 +42,7 @@ pub enum Delivery {
     /// The session stopped after `reconnect_attempts_max` failed reconnect attempts.
     Unreachable,
     /// A new connection replaced a lost one; catch-up events of tracked conversations follow.
-    /// An app keeping a [`crate::SyncState`] calls [`Client::catch_up`] now: conversations it
+    /// An app keeping a [`crate::SyncState`] calls [`crate::Client::catch_up`] now: conversations it
     /// does not track may have changed too.
     Reconnected,
 }
@@ -50,7 +50,7 @@ pub enum Delivery {
 /// Why a session stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
-    /// [`RealtimeHandle::close`], or every handle was dropped.
+    /// [`crate::RealtimeHandle::close`], or every handle was dropped.
     Closed,
     Kicked,
     Revoked,
