@@ -2,13 +2,17 @@
 //! builds fast and small. Each module below is one former test file.
 
 mod access_matrix;
+mod conn_caps;
+mod conn_timeouts;
 mod group_fanout;
 mod http_concurrency;
 mod http_contract;
 mod outcome_unknown;
+mod raw_tcp;
 mod recall_retention;
 mod seed_case;
 mod sync_and_read;
+mod ws_bounds;
 mod ws_delivery;
 mod ws_ownership;
 mod ws_protocol;
