@@ -24,7 +24,7 @@ const CONV: &str = "c-kill";
 const ADMIN_TOKEN: &str = "restart-safety-admin-token";
 
 /// A port that was free a moment ago.
-fn free_addr() -> Result<SocketAddr> {
+pub(crate) fn free_addr() -> Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?)
 }
@@ -53,7 +53,7 @@ fn spawn(data: &Data<'_>, addr: SocketAddr) -> Result<Child> {
 }
 
 /// Waits until the server answers /healthz, or fails if it exits first.
-async fn wait_ready(child: &mut Child, base: &str) -> Result<()> {
+pub(crate) async fn wait_ready(child: &mut Child, base: &str) -> Result<()> {
     let probe = Client::new(base, "none")?;
     let deadline = Instant::now() + Duration::from_millis(START_WAIT_MS);
     loop {
