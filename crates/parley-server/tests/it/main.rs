@@ -3,6 +3,7 @@
 
 mod access_matrix;
 mod conn_caps;
+mod conn_shutdown;
 mod conn_timeouts;
 mod group_fanout;
 mod http_concurrency;

@@ -292,7 +292,10 @@ async fn silent_sockets_past_the_open_file_limit_leave_health_checks_and_clients
             let answer = fresh.get(format!("{base}/{path}")).send().await;
             let status = match answer {
                 Ok(a) => a.status(),
-                Err(e) => bail!("probe {probe}: /{path} failed after {:?}: {e}", started.elapsed()),
+                Err(e) => bail!(
+                    "probe {probe}: /{path} failed after {:?}: {e}",
+                    started.elapsed()
+                ),
             };
             ensure!(status == 200, "probe {probe}: /{path} answered {status}");
         }
