@@ -46,12 +46,16 @@ pub fn raise_soft_limit() -> io::Result<u64> {
     }
 }
 
+// `rlim_t` is `u64` on 64-bit targets and narrower on some 32-bit ones: the casts are needed
+// there and no-ops here.
 #[cfg(unix)]
+#[allow(clippy::unnecessary_cast)]
 const UNLIMITED: u64 = libc::RLIM_INFINITY as u64;
 #[cfg(not(unix))]
 const UNLIMITED: u64 = u64::MAX;
 
 #[cfg(unix)]
+#[allow(clippy::unnecessary_cast)]
 fn current() -> io::Result<(u64, u64)> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
