@@ -17,7 +17,6 @@ use parley_server::config::ConnectionLimits;
 use parley_testkit::{ServerConfig, StoreKind, TestServer};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -42,6 +41,25 @@ fn is_refusal(answer: &raw_tcp::Answer) -> Result<()> {
         "{answer:?}"
     );
     Ok(())
+}
+
+/// Waits until a new connection from 127.0.0.1 is served again, after `freed` gave its place
+/// back; until then every attempt must be the refusal.
+async fn served_again(addr: std::net::SocketAddr, freed: &str) -> Result<()> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut again = raw_tcp::connect(addr).await?;
+        let answer = raw_tcp::exchange(&mut again, HEALTHZ, WAIT).await?;
+        if answer.status == 200 {
+            return Ok(());
+        }
+        is_refusal(&answer)?;
+        ensure!(
+            Instant::now() < deadline,
+            "{freed} did not give its place back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Opens `n` connections from `127.0.0.<from>` that send nothing, each one accepted before
@@ -83,21 +101,7 @@ async fn an_address_over_its_cap_is_refused_and_others_are_served() -> Result<()
 
     // A closed connection gives its place back.
     drop(keep_alive);
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut again = raw_tcp::connect(addr).await?;
-        let answer = raw_tcp::exchange(&mut again, HEALTHZ, WAIT).await?;
-        if answer.status == 200 {
-            break;
-        }
-        is_refusal(&answer)?;
-        ensure!(
-            Instant::now() < deadline,
-            "the closed connection's place was not freed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
+    served_again(addr, "the closed connection").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,30 +162,13 @@ async fn when_every_connection_is_busy_a_new_one_is_refused_and_the_busy_ones_wo
     let mut gone = sockets.pop().context("a socket")?;
     gone.close(None).await?;
     while gone.next().await.is_some() {}
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut again = raw_tcp::connect(addr).await?;
-        let answer = raw_tcp::exchange(&mut again, HEALTHZ, WAIT).await?;
-        if answer.status == 200 {
-            break;
-        }
-        is_refusal(&answer)?;
-        ensure!(
-            Instant::now() < deadline,
-            "the closed WebSocket's place was not freed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
+    served_again(addr, "the closed WebSocket").await
 }
 
 type WebSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
 
 async fn websocket(base_url: &str, token: &str) -> Result<WebSocket> {
-    let url = format!("{}/v1/ws", base_url.replacen("http", "ws", 1));
-    let mut req = url.into_client_request()?;
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse()?);
+    let req = raw_tcp::upgrade_request(base_url, token)?;
     Ok(tokio_tungstenite::connect_async(req).await?.0)
 }
 

@@ -9,12 +9,12 @@
 use std::time::Duration;
 
 use crate::raw_tcp::{self, HEALTHZ};
+use crate::ws_bounds::hold_authentication;
 use anyhow::{bail, ensure, Context, Result};
 use futures::StreamExt;
-use parley_testkit::{ServerConfig, Sql, StoreKind, TestServer};
+use parley_testkit::{ServerConfig, StoreKind, TestServer};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -28,10 +28,7 @@ async fn shutdown_answers_requests_in_progress_and_closes_idle_connections_at_on
     let ben = server.user_with_device("u-ben").await;
     let addr = raw_tcp::server_addr(server.base_url())?;
 
-    let url = format!("{}/v1/ws", server.base_url().replacen("http", "ws", 1));
-    let mut req = url.into_client_request()?;
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {}", ben.token()).parse()?);
+    let req = raw_tcp::upgrade_request(server.base_url(), ben.token())?;
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await?;
 
     let mut silent = raw_tcp::connect(addr).await?;
@@ -41,13 +38,7 @@ async fn shutdown_answers_requests_in_progress_and_closes_idle_connections_at_on
     let ok = raw_tcp::exchange(&mut idle, HEALTHZ, WAIT).await?;
     ensure!(ok.status == 200, "{ok:?}");
 
-    let Sql::Postgres(pool) = server.sql() else {
-        bail!("this test runs on PostgreSQL");
-    };
-    let mut lock = pool.begin().await?;
-    sqlx::query("LOCK TABLE devices IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await?;
+    let lock = hold_authentication(&server).await?;
     let mut busy = raw_tcp::connect(addr).await?;
     let request = format!(
         "GET /v1/conversations HTTP/1.1\r\nhost: parley\r\nauthorization: Bearer {}\r\n\r\n",

@@ -12,7 +12,6 @@ use parley_server::config::ConnectionLimits;
 use parley_testkit::{test_on_both_stores, ServerConfig, Sql, StoreKind, TestServer};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
@@ -23,15 +22,19 @@ const HANDSHAKE_MS: u64 = 700;
 /// How late an answer may come on a loaded machine.
 const LATE_MS: u64 = 3_000;
 
-async fn upgrade_request(
-    base_url: &str,
-    token: &str,
-) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request> {
-    let url = format!("{}/v1/ws", base_url.replacen("http", "ws", 1));
-    let mut req = url.into_client_request()?;
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse()?);
-    Ok(req)
+/// Makes every device authentication wait until the returned transaction ends: it holds the
+/// devices table locked. PostgreSQL only: the embedded store's readers never wait for a writer.
+pub(crate) async fn hold_authentication(
+    server: &TestServer,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    let Sql::Postgres(pool) = server.sql() else {
+        bail!("this test runs on PostgreSQL");
+    };
+    let mut lock = pool.begin().await?;
+    sqlx::query("LOCK TABLE devices IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await?;
+    Ok(lock)
 }
 
 /// PostgreSQL only: a lock on the devices table is how a store read is made to wait; the
@@ -47,18 +50,12 @@ async fn an_upgrade_whose_authentication_hangs_is_answered_503_in_time() -> Resu
     };
     let server = TestServer::start_on(StoreKind::Postgres, config).await;
     let ana = server.user_with_device("u-ana").await;
-    let Sql::Postgres(pool) = server.sql() else {
-        bail!("this test runs on PostgreSQL");
-    };
-    let mut lock = pool.begin().await?;
-    sqlx::query("LOCK TABLE devices IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await?;
+    let lock = hold_authentication(&server).await?;
 
     let started = Instant::now();
     let attempt = tokio::time::timeout(
         Duration::from_millis(HANDSHAKE_MS + LATE_MS),
-        tokio_tungstenite::connect_async(upgrade_request(server.base_url(), ana.token()).await?),
+        tokio_tungstenite::connect_async(raw_tcp::upgrade_request(server.base_url(), ana.token())?),
     )
     .await
     .context("the upgrade was still waiting past its handshake timeout")?;
@@ -77,7 +74,7 @@ async fn an_upgrade_whose_authentication_hangs_is_answered_503_in_time() -> Resu
 
     lock.rollback().await?;
     let (mut ws, _) =
-        tokio_tungstenite::connect_async(upgrade_request(server.base_url(), ana.token()).await?)
+        tokio_tungstenite::connect_async(raw_tcp::upgrade_request(server.base_url(), ana.token())?)
             .await?;
     ws.close(None).await?;
     Ok(())
@@ -169,6 +166,6 @@ async fn small_buffer_websocket(base_url: &str, token: &str) -> Result<WebSocket
     socket.set_recv_buffer_size(READER_BUFFER_BYTES)?;
     let tcp = socket.connect(raw_tcp::server_addr(base_url)?).await?;
     let (ws, _) =
-        tokio_tungstenite::client_async(upgrade_request(base_url, token).await?, tcp).await?;
+        tokio_tungstenite::client_async(raw_tcp::upgrade_request(base_url, token)?, tcp).await?;
     Ok(ws)
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 /// `127.0.0.1:<port>` of a test server's base URL.
 pub fn server_addr(base_url: &str) -> Result<SocketAddr> {
@@ -167,5 +168,15 @@ pub async fn read_answer(stream: &mut TcpStream, wait: Duration) -> Result<Answe
         }
     }
 }
+
+/// A WebSocket upgrade request for `GET /v1/ws` with the device's token in the header.
+pub fn upgrade_request(base_url: &str, token: &str) -> Result<UpgradeRequest> {
+    let mut req = crate::ws_support::ws_url(base_url).into_client_request()?;
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse()?);
+    Ok(req)
+}
+
+pub type UpgradeRequest = tokio_tungstenite::tungstenite::handshake::client::Request;
 
 pub const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: parley\r\n\r\n";
