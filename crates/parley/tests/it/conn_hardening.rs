@@ -16,10 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
+use futures::StreamExt;
 use parley_client::{AdminClient, Client, NewConversation};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::restart_safety::{free_addr, wait_ready};
 
@@ -317,10 +320,20 @@ async fn silent_sockets_past_the_open_file_limit_leave_health_checks_and_clients
     admin.create_user("u-ben", None).await?;
     let token = admin.create_device("u-ana", "d1").await?;
     let ana = Client::new(&base, &token)?;
-    // An existing client: its connection is open before the flood and used after it.
+    ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id("c-flood"))
+        .await?;
+    // Existing clients: an HTTP connection and a WebSocket open before the flood and used
+    // after it.
     let existing = reqwest::Client::builder().timeout(PROBE_TIMEOUT).build()?;
     let healthz = format!("{base}/healthz");
     ensure!(existing.get(&healthz).send().await?.status() == 200);
+    let ben_token = admin.create_device("u-ben", "d1").await?;
+    let mut ws_request =
+        format!("{}/v1/ws", base.replacen("http", "ws", 1)).into_client_request()?;
+    ws_request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {ben_token}").parse()?);
+    let (mut ben_ws, _) = tokio_tungstenite::connect_async(ws_request).await?;
 
     let mut silent = Vec::with_capacity(SILENT_SOCKETS);
     for _ in 0..SILENT_SOCKETS {
@@ -350,10 +363,24 @@ async fn silent_sockets_past_the_open_file_limit_leave_health_checks_and_clients
         existing.get(&healthz).send().await?.status() == 200,
         "the existing client's connection stopped working"
     );
-    ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id("c-flood"))
+    // A write through the store, from a client that connects during the flood, reaches the
+    // WebSocket that was open before it.
+    ana.send("c-flood", "m-1", "still here")
         .await
-        .context("a write through the store during the flood")?;
-    ana.send("c-flood", "m-1", "still here").await?;
+        .context("a send during the flood")?;
+    let pushed = loop {
+        let frame = tokio::time::timeout(PROBE_TIMEOUT, ben_ws.next())
+            .await
+            .context("no push within the probe timeout")?
+            .context("the WebSocket ended")??;
+        if let Message::Text(text) = frame {
+            let frame: serde_json::Value = serde_json::from_str(text.as_str())?;
+            if frame["type"] == "event" {
+                break frame;
+            }
+        }
+    };
+    ensure!(pushed["event"]["client_msg_id"] == "m-1", "{pushed}");
     drop(silent);
     Ok(())
 }
