@@ -124,9 +124,13 @@ struct Timeouts {
     keepalive_idle: Duration,
 }
 
+/// Longest any connection timeout is taken to be: a deadline is an instant, and an instant
+/// too far ahead does not exist. A week is longer than any useful setting.
+const TIMEOUT_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
+
 impl Timeouts {
     fn new(limits: &ConnectionLimits) -> Self {
-        let ms = |v: u64| Duration::from_millis(v.max(1));
+        let ms = |v: u64| Duration::from_millis(v.clamp(1, TIMEOUT_MS_MAX));
         Self {
             header: ms(limits.header_timeout_ms),
             body: ms(limits.body_timeout_ms),
