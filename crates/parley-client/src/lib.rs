@@ -33,9 +33,10 @@ pub mod error;
 #[cfg(test)]
 mod fixtures;
 mod http;
+mod pages;
 mod raw;
 mod request;
-mod retry;
+pub mod retry;
 pub mod sync;
 pub mod types;
 pub mod ws;
@@ -45,16 +46,21 @@ pub use client::Client;
 pub use error::{code, ClientError};
 pub use http::{ClientOptions, CONNECT_TIMEOUT_MS_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT};
 pub use raw::{RawRequest, RawResponse};
-pub use request::NewConversation;
+pub use request::{new_client_msg_id, NewConversation};
 pub use retry::{
     RetryPolicy, ATTEMPTS_MAX_DEFAULT, BACKOFF_FIRST_MS_DEFAULT, BACKOFF_MAX_MS_DEFAULT,
+    RETRY_BUDGET_MS_DEFAULT,
 };
-pub use sync::{CatchUpOptions, CatchUpReport, ConvSync, EventSink, Restart, SavedSync, SyncState};
+pub use sync::{
+    CatchUpOptions, CatchUpReport, ConvSync, EventSink, Restart, SavedSync, SyncState,
+    EVENTS_PAGE_LEN_MAX,
+};
 pub use types::{
     ConvKind, Conversation, ConversationList, DeliveryMode, DeviceToken, Event, EventKind,
-    EventsPage, Member, MembershipSeq, ReadAck, RecallAck, Role, RoleChange, SendAck, User,
+    EventsPage, Identity, Member, MembershipChange, MembershipSeq, Message, ReadAck, Recall,
+    RecallAck, Role, RoleChange, SendAck, TypedEvent, User,
 };
-pub use ws::{Delivery, Realtime, RealtimeHandle, RealtimeOptions, StopReason};
+pub use ws::{Delivery, Incoming, Realtime, RealtimeHandle, RealtimeOptions, StopReason};
 
 /// The HTTP method type used by [`Client::raw`], re-exported so tests need no direct reqwest
 /// dependency.

@@ -14,20 +14,6 @@ use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 /// Longest wait for one realtime delivery; generous for a loaded 2-core machine.
 const DELIVERY_WAIT_MS: u64 = 10_000;
 
-/// The reader's whole visible log by events-after from 0, as the server decides visibility.
-async fn log_of(client: &Client, conv_id: &str) -> Result<Vec<Event>> {
-    let mut events = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = client.events_after(conv_id, after, Some(500), None).await?;
-        events.extend(page.events);
-        if page.through_seq >= page.head || page.through_seq <= after {
-            return Ok(events);
-        }
-        after = page.through_seq;
-    }
-}
-
 fn seqs(events: &[Event]) -> Vec<i64> {
     events.iter().map(|e| e.seq).collect()
 }
@@ -55,7 +41,7 @@ async fn ensure_state_matches_server(
         "{conv_id}: seqs do not strictly increase: {:?}",
         seqs(kept)
     );
-    let visible = log_of(client, conv_id).await?;
+    let visible = client.all_events(conv_id).await?;
     ensure!(
         keys(kept) == keys(&visible),
         "{conv_id}: the state has {:?}, the server shows {:?}",
