@@ -223,14 +223,8 @@ impl Driver {
     /// The app made room in its queue: held notices go out, and conversations whose events
     /// were left out are fetched.
     async fn resume(&mut self, socket: &mut Socket, silence: &mut Silence) -> Result<(), Ended> {
-        let started = Instant::now();
-        let mut fetch = self.link.fetch(socket);
-        self.sequencer
-            .resume(&mut fetch)
-            .await
-            .map_err(|Stopped| Ended::Stop(StopReason::Closed))?;
-        silence.busy_for(started.elapsed());
-        Ok(())
+        self.sequencer.resume();
+        self.resync_stale(socket, silence).await
     }
 
     async fn on_message(&mut self, socket: &mut Socket, message: Message) -> Option<Ended> {

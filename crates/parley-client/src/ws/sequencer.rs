@@ -81,11 +81,10 @@ impl Sequencer {
         self.outlet.room_to_resume()
     }
 
-    /// Once there is room again: the held notices go out, then the conversations whose events
-    /// were left out are fetched from their cursors.
-    pub(crate) async fn resume(&mut self, fetch: &mut SocketFetch<'_>) -> Result<(), Stopped> {
+    /// Once there is room again: the held notices go out. The conversations whose events were
+    /// left out are stale; the caller catches them up next ([`Sequencer::resync_stale`]).
+    pub(crate) fn resume(&mut self) {
         self.outlet.resume();
-        self.resync_stale(fetch).await
     }
 
     /// The session's last deliveries: the held notices, then `last`, waiting for room.

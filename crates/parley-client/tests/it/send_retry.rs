@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 /// The stub's client gives up on an answer after this long.
 const TEST_TIMEOUT_MS: u64 = 300;
 const ATTEMPTS_MAX: u32 = 4;
+/// Time a busy 2-core machine may add to a bounded wait.
+const SLOP_MS: u64 = 2_000;
 
 #[derive(Clone, Copy)]
 enum Reply {
@@ -180,10 +182,10 @@ async fn the_time_budget_ends_the_retries() -> Result<()> {
     let e = c.send_with_retry("c-1", "m-1", "hello").await.unwrap_err();
     let took = started.elapsed();
     ensure!(e.code() == Some(code::OUTCOME_UNKNOWN), "{e}");
-    ensure!(
-        took < Duration::from_millis(400 + TEST_TIMEOUT_MS),
-        "{took:?}"
-    );
+    // The last pause would have ended past the budget; scheduling on a busy machine may add
+    // to the time, never take from it.
+    ensure!(took >= Duration::from_millis(400 - 5), "{took:?}");
+    ensure!(took < Duration::from_millis(400 + SLOP_MS), "{took:?}");
     let attempts = stub.sends.lock().unwrap().len();
     ensure!(attempts > ATTEMPTS_MAX as usize, "only {attempts} attempts");
     same_request_each_time(&stub, attempts)

@@ -2,17 +2,16 @@
 //! against the real `parley serve`: the echo bot across a SIGKILL and restart of the server,
 //! and the command-line chat sending and following a conversation.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use parley_client::{Client, Delivery, Event, NewConversation, Realtime, RealtimeOptions};
 use parley_testkit::{
     example_binary, parley_binary, test_on_both_stores, ServerConfig, ServerProcess, StoreKind,
     TestServer,
 };
+use std::collections::BTreeMap;
 
-use crate::running::{Running, LINE_WAIT_MS};
+use crate::deliveries::next_delivery;
+use crate::running::Running;
 
 /// Messages ana sends the bot: three before the kill, one just before it, one while the server
 /// is down, one after the restart.
@@ -33,12 +32,9 @@ impl Seen {
         done: impl Fn(&[String], &Delivery) -> bool,
     ) -> Result<()> {
         loop {
-            let next = tokio::time::timeout(Duration::from_millis(LINE_WAIT_MS), rt.next())
+            let delivery = next_delivery(rt)
                 .await
-                .with_context(|| format!("waiting for ana's deliveries; seen {:?}", self.texts))?;
-            let Some(delivery) = next else {
-                bail!("ana's session ended");
-            };
+                .with_context(|| format!("ana's deliveries; seen {:?}", self.texts))?;
             if let Delivery::Event(e) = &delivery {
                 if let (true, Some(text)) = (e.conv_id == conv_id, e.text()) {
                     self.texts.push(text.to_owned());

@@ -1,28 +1,19 @@
 //! Who the client is (`GET /v1/me`, `Client::whoami`), which deliveries are its own, skipping
 //! them, and the typed view of the events a real server sends.
 
-use std::time::Duration;
-
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use parley_client::{
     code, Delivery, Identity, Incoming, Method, NewConversation, Realtime, RealtimeOptions,
     TypedEvent,
 };
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
-/// Longest wait for one delivery.
-const DELIVERY_WAIT_MS: u64 = 10_000;
+use crate::deliveries::wait_for;
 
 async fn next_event(rt: &mut Realtime) -> Result<Incoming> {
-    loop {
-        let next = tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
-            .await
-            .context("no delivery came")?;
-        match next {
-            Some(Delivery::Event(e)) => return Ok(e),
-            Some(_) => {}
-            None => bail!("the session ended"),
-        }
+    match wait_for(rt, |d| matches!(d, Delivery::Event(_))).await? {
+        Delivery::Event(e) => Ok(e),
+        other => bail!("not an event: {other:?}"),
     }
 }
 

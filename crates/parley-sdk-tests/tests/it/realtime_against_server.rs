@@ -4,15 +4,14 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use parley_client::{
     code, Client, ClientError, Delivery, Event, NewConversation, Realtime, RealtimeOptions,
     StopReason,
 };
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
-/// Longest wait for one delivery; generous for a loaded 2-core machine.
-const DELIVERY_WAIT_MS: u64 = 10_000;
+use crate::deliveries::{next_delivery, quiet, wait_for, DELIVERY_WAIT_MS};
 
 /// Reads deliveries until `want` events of `conv_id` arrived; the other deliveries are returned
 /// alongside, in the order they came.
@@ -24,38 +23,15 @@ async fn collect_events(
     let mut events = Vec::new();
     let mut others = Vec::new();
     while events.len() < want {
-        let next = tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
+        let next = next_delivery(rt)
             .await
             .with_context(|| format!("waiting for event {} of {want}", events.len() + 1))?;
         match next {
-            Some(Delivery::Event(e)) if e.conv_id == conv_id => events.push(e.event),
-            Some(other) => others.push(other),
-            None => bail!("the session ended after {} events", events.len()),
+            Delivery::Event(e) if e.conv_id == conv_id => events.push(e.event),
+            other => others.push(other),
         }
     }
     Ok((events, others))
-}
-
-/// Reads deliveries until one matches, returning it.
-async fn wait_for(rt: &mut Realtime, wanted: impl Fn(&Delivery) -> bool) -> Result<Delivery> {
-    loop {
-        let next = tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
-            .await
-            .context("waiting for a delivery")?;
-        match next {
-            Some(d) if wanted(&d) => return Ok(d),
-            Some(_) => {}
-            None => bail!("the session ended"),
-        }
-    }
-}
-
-/// Nothing arrives for a while (the queue holds no further delivery).
-async fn quiet(rt: &mut Realtime, ms: u64) -> Result<()> {
-    if let Ok(d) = tokio::time::timeout(Duration::from_millis(ms), rt.next()).await {
-        bail!("unexpected delivery {d:?}");
-    }
-    Ok(())
 }
 
 fn seqs(events: &[Event]) -> Vec<i64> {

@@ -10,6 +10,8 @@ use parley_client::ws::DELIVERY_QUEUE_LEN_MAX_DEFAULT;
 use parley_client::{Delivery, NewConversation, Realtime, RealtimeOptions};
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
+use crate::deliveries::next_delivery;
+
 /// Messages ben sends while ana reads nothing: more than her delivery queue holds.
 const BACKLOG: usize = DELIVERY_QUEUE_LEN_MAX_DEFAULT + 300;
 /// Sends of ben in flight at once.
@@ -19,8 +21,6 @@ const FILL_WAIT_MS: u64 = 60_000;
 /// Longest acceptable wait for the answer to the send from the loop: well below the request's
 /// own timeout (10 s), which is how long it took while answers waited behind deliveries.
 const ANSWER_WAIT_MS: u64 = 3_000;
-/// Longest wait for one delivery while the backlog is read.
-const DELIVERY_WAIT_MS: u64 = 10_000;
 
 test_on_both_stores!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,11 +79,11 @@ async fn a_send_from_the_receive_loop_is_answered_behind_a_full_queue(
     ensure!(head == BACKLOG as i64 + 3, "{reply:?}");
     let mut seqs = vec![1];
     while seqs.len() < head as usize {
-        let next = tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
+        let next = next_delivery(&mut rt)
             .await
             .with_context(|| format!("after {} deliveries", seqs.len()))?;
         match next {
-            Some(Delivery::Event(e)) => {
+            Delivery::Event(e) => {
                 // Ana made both joins and sent the reply, from this device.
                 let by_ana = e.sender_user.as_deref() == Some("ana");
                 let reply = e.client_msg_id.as_deref() == Some("a-1");
@@ -94,8 +94,7 @@ async fn a_send_from_the_receive_loop_is_answered_behind_a_full_queue(
                 );
                 seqs.push(e.seq);
             }
-            Some(other) => bail!("unexpected delivery: {other:?}"),
-            None => bail!("the session ended"),
+            other => bail!("unexpected delivery: {other:?}"),
         }
     }
     let expected: Vec<i64> = (1..=head).collect();

@@ -11,21 +11,13 @@ use parley_client::{
 };
 use parley_testkit::{parley_binary, test_on_both_stores, ServerProcess, StoreKind};
 
+use crate::deliveries::wait_for;
+
 /// How long the server stays down before it is started again.
 const OUTAGE_MS: u64 = 5_000;
-/// Longest wait for the session to report a lost or restored connection.
-const NOTICE_WAIT_MS: u64 = 10_000;
 
-async fn next_notice(rt: &mut Realtime) -> Result<Delivery> {
-    loop {
-        let next = tokio::time::timeout(Duration::from_millis(NOTICE_WAIT_MS), rt.next())
-            .await
-            .context("no delivery came")?
-            .context("the session ended")?;
-        if !matches!(next, Delivery::Event(_)) {
-            return Ok(next);
-        }
-    }
+fn is_notice(d: &Delivery) -> bool {
+    !matches!(d, Delivery::Event(_))
 }
 
 test_on_both_stores!(
@@ -59,7 +51,7 @@ async fn sends_ride_out_a_five_second_outage(store: StoreKind) -> Result<()> {
             (ack, down.elapsed())
         })
     };
-    let lost = next_notice(&mut rt).await?;
+    let lost = wait_for(&mut rt, is_notice).await?;
     ensure!(matches!(lost, Delivery::Disconnected { .. }), "{lost:?}");
     ensure!(!rt.is_connected());
 
@@ -84,7 +76,7 @@ async fn sends_ride_out_a_five_second_outage(store: StoreKind) -> Result<()> {
     for took in [http_took, ws_took] {
         ensure!(took >= outage && took < budget, "{took:?}");
     }
-    ensure!(next_notice(&mut rt).await? == Delivery::Reconnected);
+    ensure!(wait_for(&mut rt, is_notice).await? == Delivery::Reconnected);
     ensure!(rt.is_connected());
 
     // Each send is in the log once, at its acked seq, under its own key.

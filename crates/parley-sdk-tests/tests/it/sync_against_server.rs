@@ -2,7 +2,7 @@
 //! changed, a device that was away ends with exactly the log it may see, and read positions
 //! made on another device reach it.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -11,8 +11,7 @@ use parley_client::{
 };
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
-/// Longest wait for one realtime delivery; generous for a loaded 2-core machine.
-const DELIVERY_WAIT_MS: u64 = 10_000;
+use crate::deliveries::next_delivery;
 
 fn seqs(events: &[Event]) -> Vec<i64> {
     events.iter().map(|e| e.seq).collect()
@@ -49,13 +48,6 @@ async fn ensure_state_matches_server(
         seqs(&visible)
     );
     Ok(kept.len())
-}
-
-async fn next_delivery(rt: &mut Realtime) -> Result<Delivery> {
-    tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
-        .await
-        .context("waiting for a delivery")?
-        .context("the session ended")
 }
 
 test_on_both_stores!(
