@@ -24,7 +24,8 @@ use crate::ws::frames::Request;
 pub enum Delivery {
     /// An event of a tracked conversation, with whether the caller sent it.
     Event(Incoming),
-    /// The user's read position moved on another device.
+    /// The user's read position moved on another device. While the app is far behind in
+    /// taking deliveries, several moves in one conversation come as one, the latest.
     Read { conv_id: String, read_seq: i64 },
     /// Events between the app's cursor and the conversation's `min_seq` were purged; the
     /// events that follow start at `min_seq`.
