@@ -423,12 +423,12 @@ mod tests {
     fn the_pgbench_scripts_run_the_statements_of_the_store() {
         let scripts = [
             (
-                include_str!("../../bench/pgbench/send.sql"),
+                include_str!("../pgbench/send.sql"),
                 "('c' || :i)",
                 "('u' || :s)",
             ),
             (
-                include_str!("../../bench/pgbench/send_hot.sql"),
+                include_str!("../pgbench/send_hot.sql"),
                 "'hot'",
                 "('w' || :client_id)",
             ),

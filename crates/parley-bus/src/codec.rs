@@ -375,7 +375,9 @@ mod tests {
         let encoded = encode("gw-a", &batch([Outbound::Notice(revoke)]), MAX);
         assert_eq!(
             encoded.payloads,
-            vec![r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"revoke","user":"u","device":"d"}]}"#]
+            vec![
+                r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"revoke","user":"u","device":"d"}]}"#
+            ]
         );
     }
 

@@ -16,8 +16,8 @@
 //! over another transport reuses them.
 
 pub mod backoff;
-pub mod codec;
 pub mod coalesce;
+pub mod codec;
 mod error;
 mod local;
 mod notice;

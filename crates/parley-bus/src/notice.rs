@@ -17,7 +17,10 @@ pub enum Notice {
         origin_device: DeviceId,
     },
     /// A device's token was revoked or re-issued: its open connections close (4003).
-    DeviceRevoked { user_id: UserId, device_id: DeviceId },
+    DeviceRevoked {
+        user_id: UserId,
+        device_id: DeviceId,
+    },
     /// A member's role changed. Roles change no visibility, so no frame is pushed for it; it is
     /// announced so that a gateway that keeps roles can keep them right.
     RoleChanged {

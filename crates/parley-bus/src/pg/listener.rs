@@ -108,7 +108,10 @@ impl Listener {
                 event: None,
             }));
         }
-        bump(&self.counters.notices_received, decoded.notices.len() as u64);
+        bump(
+            &self.counters.notices_received,
+            decoded.notices.len() as u64,
+        );
         for notice in decoded.notices {
             self.local.publish(Announcement::Notice(notice));
         }

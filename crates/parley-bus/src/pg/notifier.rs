@@ -100,7 +100,10 @@ impl Notifier {
         let encoded = codec::encode(&self.gateway_id, batch, NOTIFY_PAYLOAD_BYTES_MAX);
         if encoded.heads_oversized + encoded.notices_oversized > 0 {
             bump(&self.counters.heads_lost, encoded.heads_oversized as u64);
-            bump(&self.counters.notices_lost, encoded.notices_oversized as u64);
+            bump(
+                &self.counters.notices_lost,
+                encoded.notices_oversized as u64,
+            );
             tracing::warn!(
                 heads = encoded.heads_oversized,
                 notices = encoded.notices_oversized,

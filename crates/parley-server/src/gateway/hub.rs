@@ -52,6 +52,9 @@ impl CloseReason {
 pub struct ConnHandle {
     pub conn_id: String,
     pub device_id: DeviceId,
+    /// Hash of the token the connection authenticated with, so that when the device's token
+    /// is revoked or replaced, only the connections of a token that no longer works close.
+    pub token_hash: String,
     tx: mpsc::Sender<Message>,
     close: watch::Sender<Option<CloseReason>>,
 }
@@ -60,12 +63,14 @@ impl ConnHandle {
     pub fn new(
         conn_id: String,
         device_id: DeviceId,
+        token_hash: String,
         tx: mpsc::Sender<Message>,
         close: watch::Sender<Option<CloseReason>>,
     ) -> Self {
         Self {
             conn_id,
             device_id,
+            token_hash,
             tx,
             close,
         }
@@ -144,13 +149,19 @@ impl Hub {
         }
     }
 
-    /// Closes every connection of one device.
-    pub fn close_device(&self, user: &UserId, device: &DeviceId, reason: CloseReason) {
+    /// The connections of one device.
+    pub fn connections_of_device(
+        &self,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> Vec<std::sync::Arc<ConnHandle>> {
+        let mut found = Vec::new();
         self.for_each_of(user, |c| {
             if &c.device_id == device {
-                c.close(reason);
+                found.push(c.clone());
             }
         });
+        found
     }
 
     /// Closes one connection by id, if this gateway holds it.
