@@ -11,22 +11,19 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use serde_json::json;
+use rand::Rng;
+use serde_json::{json, Value};
 
-use super::baseline::{BaselinePlan, BaselineResult, Shape};
-use super::harness::{self, Common};
-use super::load::{closed_loop, open_loop, ClosedLoop, LoadCounters, OpenLoop, SendPlan};
-use super::world::WorldPlan;
-use super::BenchArgs;
-
-const IN_FLIGHT_MAX: usize = 2_048;
-const LATE_MAX: Duration = Duration::from_secs(30);
+use crate::baseline::{BaselinePlan, BaselineResult, Shape};
+use crate::harness::{self, Finished, LoadModel, Loaded, Setup};
+use crate::load::{ClosedLoop, OpenLoop, SendPlan};
+use crate::world::{World, WorldPlan};
+use crate::BenchArgs;
 
 /// The conversation's ceiling implied by the raw transaction: one send holds the row lock
 /// from the moment the lock is granted until its commit returned, i.e. for the check, the
 /// insert and the commit (and the lock statement's answer, not counted here).
-fn lock_ceiling(b: &BaselineResult) -> serde_json::Value {
+fn lock_ceiling(b: &BaselineResult) -> Value {
     let s = &b.statement_mean_ms;
     let hold_ms = s.check + s.insert + s.commit;
     json!({
@@ -39,100 +36,76 @@ fn lock_ceiling(b: &BaselineResult) -> serde_json::Value {
     })
 }
 
-pub async fn run(args: &BenchArgs) -> Result<()> {
-    let senders = args.senders;
-    if senders < 2 {
-        bail!("hot-conversation needs at least 2 senders");
+pub struct HotConversation;
+
+impl LoadModel for HotConversation {
+    type Notes = ();
+
+    fn world(&self, args: &BenchArgs, _: &mut StdRng) -> Result<WorldPlan> {
+        let senders = args.senders;
+        if senders < 2 {
+            bail!("hot-conversation needs at least 2 senders");
+        }
+        Ok(WorldPlan {
+            users: senders,
+            online: senders,
+            directs: 0,
+            group_sizes: Vec::new(),
+            hot_group: Some(senders),
+        })
     }
-    let mut rng = StdRng::seed_from_u64(args.seed);
-    let world_plan = WorldPlan {
-        users: senders,
-        online: senders,
-        directs: 0,
-        group_sizes: Vec::new(),
-        hot_group: Some(senders),
-    };
-    let setup = harness::setup(args, world_plan, &mut rng).await?;
-    let members = setup.world.convs[0].online.clone();
-    let picker = Arc::new(move |rng: &mut StdRng| SendPlan {
-        conv: 0,
-        device: members[rng.gen_range(0..members.len())],
-    });
-    let counters = Arc::new(LoadCounters::default());
-    let duration = Duration::from_secs(args.duration);
-    let (outcome, mode) = match args.rate {
-        Some(rate) => {
-            let cfg = OpenLoop {
-                rate_per_s: rate,
-                duration,
-                in_flight_max: IN_FLIGHT_MAX,
-                late_max: LATE_MAX,
-                seed: args.seed,
-            };
-            let load = open_loop(
-                &setup.devices.handles,
-                &setup.conv_ids,
-                picker,
-                cfg,
-                0,
-                counters.clone(),
-            );
-            let label = format!("hot-conversation: {rate}/s into one group of {senders}");
-            let out = harness::with_progress(&label, duration, &setup, &counters, load).await;
-            (out, "open_loop")
-        }
-        None => {
-            let cfg = ClosedLoop {
-                workers: senders,
-                duration,
-                seed: args.seed,
-            };
-            let load = closed_loop(
-                &setup.devices.handles,
-                &setup.conv_ids,
-                picker,
-                cfg,
-                0,
-                counters.clone(),
-            );
-            let label = format!("hot-conversation: {senders} senders, closed loop, one group");
-            let out = harness::with_progress(&label, duration, &setup, &counters, load).await;
-            (out, "closed_loop")
-        }
-    };
-    let (world, concluded) = harness::conclude(setup, &outcome.acks).await;
-    let latencies = harness::latencies(&concluded.logs, &outcome.acks)?;
-    let concurrency = match args.rate {
-        Some(_) => harness::open_loop_concurrency(&outcome),
-        None => senders,
-    };
-    let baseline = harness::baseline(
-        args,
-        &[BaselinePlan {
+
+    async fn load(&self, args: &BenchArgs, setup: &Setup) -> Result<Loaded<()>> {
+        let senders = args.senders;
+        let members = setup.world.convs[0].online.clone();
+        let picker = Arc::new(move |rng: &mut StdRng| SendPlan {
+            conv: 0,
+            device: members[rng.gen_range(0..members.len())],
+        });
+        let duration = Duration::from_secs(args.duration);
+        let (outcome, mode) = match args.rate {
+            Some(rate) => {
+                let label = format!("hot-conversation: {rate}/s into one group of {senders}");
+                let cfg = OpenLoop::new(rate, duration, args.seed);
+                let (out, ()) = setup.open_loop(&label, picker, cfg, async {}).await;
+                (out, "open_loop")
+            }
+            None => {
+                let label = format!("hot-conversation: {senders} senders, closed loop, one group");
+                let cfg = ClosedLoop {
+                    workers: senders,
+                    duration,
+                    seed: args.seed,
+                };
+                (
+                    setup.closed_loop(&label, picker, cfg, 0).await,
+                    "closed_loop",
+                )
+            }
+        };
+        Ok(Loaded::of("hot-conversation", mode, args.rate, outcome, ()))
+    }
+
+    /// The raw transaction on one conversation, at the concurrency the load put on it.
+    fn baseline(&self, args: &BenchArgs, _: &World, loaded: &Loaded<()>) -> Vec<BaselinePlan> {
+        let concurrency = match args.rate {
+            Some(_) => harness::open_loop_concurrency(&loaded.outcome),
+            None => args.senders,
+        };
+        vec![BaselinePlan {
             shape: Shape::One,
             concurrency,
-            duration: Duration::from_secs(args.duration.min(10)),
-        }],
-    )
-    .await
-    .map(|r| {
-        r.map_err(|e| format!("{e:#}"))
-            .and_then(|mut v| v.pop().ok_or_else(|| "no result".to_owned()))
-    });
-    let mut report = harness::report(&Common {
-        scenario: "hot-conversation",
-        mode,
-        target_rate_per_s: args.rate,
-        world: &world,
-        outcome: &outcome,
-        concluded: &concluded,
-        latencies: &latencies,
-        throughput_per_s: outcome.throughput(),
-        baseline: baseline.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
-    });
-    report["senders"] = json!(senders);
-    if let Some(Ok(b)) = &baseline {
-        report["hot_conversation_ceiling"] = lock_ceiling(b);
+            duration: harness::baseline_duration(args),
+        }]
     }
-    harness::emit(args, report, &latencies, args.rate)
+
+    fn report(&self, args: &BenchArgs, report: &mut Value, run: &Finished<'_, ()>) -> Result<()> {
+        report["senders"] = json!(args.senders);
+        if let Some(Ok(runs)) = run.baseline {
+            if let Some(b) = runs.first() {
+                report["hot_conversation_ceiling"] = lock_ceiling(b);
+            }
+        }
+        Ok(())
+    }
 }

@@ -18,16 +18,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use futures::{SinkExt, StreamExt, TryStreamExt};
+use futures::{SinkExt, StreamExt};
 use parley_client::{AdminClient, Client, DeliveryMode, NewConversation};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::report::{micros_histogram, percentiles_ms};
-use super::BenchArgs;
+use crate::cpu::{CpuReadings, CpuSpent};
+use crate::fixtures::{self, bounded, run_tag};
+use crate::report::{micros_histogram, percentiles_ms, publish, record};
+use crate::BenchArgs;
 
 /// Initial members named in the create request; the rest join by one add each. 2,000 ids keep
 /// the request well under the default 64 KiB request limit.
@@ -43,9 +45,6 @@ const DRAIN_TIMEOUT_MS: u64 = 20_000;
 const DRAIN_POLL_MS: u64 = 20;
 /// Largest page of one fetch.
 const FETCH_LIMIT: u32 = 500;
-/// Linux reports process CPU times in ticks of 1/100 s (USER_HZ) on every architecture Parley
-/// targets.
-const CLOCK_TICKS_PER_S: u64 = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Delivery {
@@ -88,91 +87,268 @@ struct DeviceLog {
     events: u64,
 }
 
-/// Runs `f(i)` for `0..n`, at most `k` at once, and answers the results in the order of `i`.
-async fn bounded<T, F, Fut>(n: usize, k: usize, f: F) -> Result<Vec<T>>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    futures::stream::iter((0..n).map(f))
-        .buffered(k.max(1))
-        .try_collect()
-        .await
+pub async fn run(args: &BenchArgs) -> Result<()> {
+    let lg = &args.large_group;
+    if lg.group_online + 1 > lg.group_members || lg.send_rate <= 0.0 {
+        bail!("--group-online must be below --group-members, and --send-rate positive");
+    }
+    let group = setup(args).await?;
+    let online = Online::connect(args, &group).await;
+    let warm_deliveries = warm_up(&group, &online).await?;
+    let window = measure(args, &group, &online, warm_deliveries).await?;
+    let logs = online.stop().await?;
+    publish(&args.out, &report(args, &group, &window, &logs)?)
 }
 
-/// User plus system CPU time of one process, in milliseconds.
-fn process_cpu_ms(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces; the fields after it are positional (proc(5)).
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) * 1000 / CLOCK_TICKS_PER_S)
+/// The group, and the tokens of the sender (first) and the online members.
+struct Group {
+    tokens: Vec<String>,
+    sender: Client,
+    conv_id: String,
+    head: i64,
+    setup_s: f64,
 }
 
-/// CPU time of the PostgreSQL processes, in milliseconds, by pid: every process named
-/// `postgres`, or with `database` only the backends serving it (their title names it).
-fn postgres_cpu_ms(database: Option<&str>) -> HashMap<u32, u64> {
-    let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
+/// Users, devices for the sender (member 0) and the online members, and the group.
+async fn setup(args: &BenchArgs) -> Result<Group> {
+    let lg = &args.large_group;
+    let tag = run_tag(6);
+    let admin = AdminClient::new(&args.url, &args.admin_token)?;
+    let names: Vec<String> = (0..lg.group_members)
+        .map(|i| format!("lg{tag}-{i}"))
+        .collect();
+    let started = Instant::now();
+    bounded(names.len(), lg.setup_concurrency, |i| {
+        let (admin, name) = (&admin, &names[i]);
+        async move {
+            admin.create_user(name, None).await?;
+            Ok(())
+        }
+    })
+    .await
+    .context("creating users")?;
+    let tokens: Vec<String> = bounded(lg.group_online + 1, lg.setup_concurrency, |i| {
+        let (admin, name) = (&admin, &names[i]);
+        async move { Ok(admin.create_device(name, fixtures::DEVICE_ID).await?) }
+    })
+    .await
+    .context("issuing device tokens")?;
+    let sender = admin.device_client(&tokens[0]);
+    let conv_id = format!("lg-{tag}");
+    let mode = match lg.delivery {
+        Delivery::Push => DeliveryMode::Push,
+        Delivery::Pull => DeliveryMode::Pull,
     };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        let serves = |db: &str| {
-            let title = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            // "postgres: [<cluster>: ]<user> <database> <client> <state>", NUL-padded.
-            title
-                .split(|c: char| c.is_whitespace() || c == '\0')
-                .any(|word| word == db)
-        };
-        if comm.trim() == "postgres" && database.is_none_or(serves) {
-            if let Some(ms) = process_cpu_ms(pid) {
-                out.insert(pid, ms);
+    let first: Vec<&str> = names[1..names.len().min(CREATE_MEMBERS_MAX)]
+        .iter()
+        .map(String::as_str)
+        .collect();
+    sender
+        .create_conversation(
+            &NewConversation::group(first)
+                .with_conv_id(&conv_id)
+                .with_delivery_mode(mode),
+        )
+        .await
+        .context("creating the group")?;
+    let rest = &names[names.len().min(CREATE_MEMBERS_MAX)..];
+    bounded(rest.len(), lg.setup_concurrency, |i| {
+        let (sender, conv_id, name) = (&sender, &conv_id, &rest[i]);
+        async move {
+            sender.add_member(conv_id, name).await?;
+            Ok(())
+        }
+    })
+    .await
+    .context("adding members")?;
+    let head = sender.get_conversation(&conv_id).await?.head;
+    Ok(Group {
+        setup_s: started.elapsed().as_secs_f64(),
+        tokens,
+        sender,
+        conv_id,
+        head,
+    })
+}
+
+/// The online members' devices, each on a real socket in a task of its own.
+struct Online {
+    delivered: Arc<AtomicU64>,
+    stop: CancellationToken,
+    devices: Vec<JoinHandle<Result<DeviceLog>>>,
+}
+
+impl Online {
+    async fn connect(args: &BenchArgs, group: &Group) -> Online {
+        let delivered = Arc::new(AtomicU64::new(0));
+        let stop = CancellationToken::new();
+        let mut devices = Vec::with_capacity(group.tokens.len() - 1);
+        for token in &group.tokens[1..] {
+            devices.push(tokio::spawn(device(
+                args.url.clone(),
+                token.clone(),
+                group.conv_id.clone(),
+                group.head,
+                delivered.clone(),
+                stop.clone(),
+            )));
+            // Connecting one by one keeps the accept queue short on a small machine.
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(WARMUP_SETTLE_MS)).await;
+        Online {
+            delivered,
+            stop,
+            devices,
+        }
+    }
+
+    fn delivered(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+    }
+
+    /// Stops every device and collects what each saw.
+    async fn stop(self) -> Result<Vec<DeviceLog>> {
+        self.stop.cancel();
+        let mut logs = Vec::with_capacity(self.devices.len());
+        for d in self.devices {
+            logs.push(d.await??);
+        }
+        Ok(logs)
+    }
+}
+
+/// A few messages before measuring, delivered and settled; answers their deliveries.
+async fn warm_up(group: &Group, online: &Online) -> Result<u64> {
+    for i in 0..WARMUP_MESSAGES {
+        group
+            .sender
+            .send_with_retry(&group.conv_id, &format!("warm-{i}"), "warm-up")
+            .await?;
+    }
+    tokio::time::sleep(Duration::from_millis(WARMUP_SETTLE_MS)).await;
+    Ok(online.delivered())
+}
+
+/// The measured window: its acked sends (seq, start, ack), its length and the CPU spent.
+struct Window {
+    sends: Vec<(i64, Instant, Instant)>,
+    length: Duration,
+    cpu: CpuSpent,
+}
+
+/// Sends `--messages` at `--send-rate` on a fixed schedule and waits for their deliveries.
+async fn measure(
+    args: &BenchArgs,
+    group: &Group,
+    online: &Online,
+    warm_deliveries: u64,
+) -> Result<Window> {
+    let lg = &args.large_group;
+    let pg_db = lg.postgres_database.as_deref();
+    let before = CpuReadings::now(lg.server_pid, pg_db);
+    let sends: Arc<Mutex<Vec<(i64, Instant, Instant)>>> = Arc::default();
+    let started = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / lg.send_rate));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut tasks = Vec::with_capacity(args.messages);
+    for i in 0..args.messages {
+        ticker.tick().await;
+        let (sender, conv_id, sends) = (group.sender.clone(), group.conv_id.clone(), sends.clone());
+        tasks.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let ack = sender
+                .send_with_retry(&conv_id, &format!("m-{i}"), "large group message")
+                .await;
+            if let Ok(ack) = ack {
+                sends.lock().await.push((ack.seq, start, Instant::now()));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let sends = std::mem::take(&mut *sends.lock().await);
+    let expected = warm_deliveries + sends.len() as u64 * lg.group_online as u64;
+    let deadline = Instant::now() + Duration::from_millis(DRAIN_TIMEOUT_MS);
+    while online.delivered() < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(DRAIN_POLL_MS)).await;
+    }
+    let length = started.elapsed();
+    let cpu = CpuReadings::now(lg.server_pid, pg_db).since(&before);
+    Ok(Window { sends, length, cpu })
+}
+
+fn report(args: &BenchArgs, group: &Group, window: &Window, logs: &[DeviceLog]) -> Result<Value> {
+    let lg = &args.large_group;
+    if window.sends.is_empty() {
+        bail!("no send was acked");
+    }
+    let starts: HashMap<i64, Instant> = window.sends.iter().map(|(seq, s, _)| (*seq, *s)).collect();
+    let (mut delivery_h, mut ack_h) = (micros_histogram()?, micros_histogram()?);
+    for (_, start, acked) in &window.sends {
+        record(&mut ack_h, *acked - *start);
+    }
+    let mut received = 0u64;
+    for log in logs {
+        for (seq, at) in &log.delivered {
+            if let Some(start) = starts.get(seq) {
+                received += 1;
+                record(&mut delivery_h, at.saturating_duration_since(*start));
             }
         }
     }
-    out
-}
-
-/// PostgreSQL CPU spent between two readings; processes that started in between count whole.
-fn postgres_delta_ms(before: &HashMap<u32, u64>, after: &HashMap<u32, u64>) -> u64 {
-    after
-        .iter()
-        .map(|(pid, ms)| ms.saturating_sub(before.get(pid).copied().unwrap_or(0)))
-        .sum()
-}
-
-fn ws_url(base: &str) -> String {
-    format!(
-        "{}/v1/ws",
-        base.trim_end_matches('/').replacen("http", "ws", 1)
-    )
+    let sent = window.sends.len() as u64;
+    let expected = sent * lg.group_online as u64;
+    let cpu = &window.cpu;
+    let per_msg = |ms: u64| ms as f64 / sent as f64;
+    let sum = |f: fn(&DeviceLog) -> u64| logs.iter().map(f).sum::<u64>();
+    let pg_scope = lg
+        .postgres_database
+        .as_deref()
+        .map_or("all postgres processes".to_owned(), |db| {
+            format!("backends of {db}")
+        });
+    Ok(json!({
+        "scenario": "large-group",
+        "delivery": format!("{:?}", lg.delivery).to_lowercase(),
+        "group_members": lg.group_members,
+        "group_online": lg.group_online,
+        "messages": args.messages,
+        "sends_acked": sent,
+        "send_rate_per_s": lg.send_rate,
+        "setup_s": group.setup_s,
+        "window_s": window.length.as_secs_f64(),
+        "deliveries_expected": expected,
+        "deliveries_received": received,
+        "deliveries_missing": expected.saturating_sub(received),
+        "send_to_delivery_ms": percentiles_ms(&delivery_h),
+        "ack_latency_ms": percentiles_ms(&ack_h),
+        "server_cpu_ms": cpu.server_ms,
+        "server_cpu_ms_per_message": cpu.server_ms.map(per_msg),
+        "postgres_cpu_scope": pg_scope,
+        "postgres_cpu_ms": cpu.postgres_ms,
+        "postgres_cpu_ms_per_message": per_msg(cpu.postgres_ms),
+        // The load generator shares the machine; its own CPU says how much it took.
+        "bench_cpu_ms": cpu.bench_ms,
+        "event_frames": sum(|l| l.events),
+        "hint_frames": sum(|l| l.hints),
+        "fetches": sum(|l| l.fetches),
+    }))
 }
 
 /// One online device until `stop`: push mode records event frames; pull mode answers each
 /// hint with a fetch from its cursor (one in flight, refetching if a newer head was hinted
 /// meanwhile) and records the messages each fetch returned.
 async fn device(
-    url: String,
+    base_url: String,
     token: String,
     conv_id: String,
     cursor: i64,
     delivered: Arc<AtomicU64>,
     stop: CancellationToken,
 ) -> Result<DeviceLog> {
-    let mut req = url.into_client_request()?;
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse()?);
-    let (ws, _) = tokio_tungstenite::connect_async(req)
+    let ws = fixtures::connect(&base_url, &token)
         .await
         .context("device WebSocket")?;
     let (mut sink, mut stream) = ws.split();
@@ -234,211 +410,4 @@ async fn device(
         }
     }
     Ok(log)
-}
-
-pub async fn run(args: &BenchArgs) -> Result<()> {
-    let lg = &args.large_group;
-    if lg.group_online + 1 > lg.group_members || lg.send_rate <= 0.0 {
-        bail!("--group-online must be below --group-members, and --send-rate positive");
-    }
-    let tag = uuid::Uuid::new_v4().simple().to_string()[..6].to_owned();
-    let admin = AdminClient::new(&args.url, &args.admin_token)?;
-    let names: Vec<String> = (0..lg.group_members)
-        .map(|i| format!("lg{tag}-{i}"))
-        .collect();
-
-    // Setup: users, devices for the sender (member 0) and the online members, the group.
-    let setup = Instant::now();
-    bounded(names.len(), lg.setup_concurrency, |i| {
-        let (admin, name) = (admin.clone(), names[i].clone());
-        async move {
-            admin.create_user(&name, None).await?;
-            Ok(())
-        }
-    })
-    .await
-    .context("creating users")?;
-    let tokens: Vec<String> = bounded(lg.group_online + 1, lg.setup_concurrency, |i| {
-        let (admin, name) = (admin.clone(), names[i].clone());
-        async move { Ok(admin.create_device(&name, "d1").await?) }
-    })
-    .await
-    .context("issuing device tokens")?;
-    let sender = admin.device_client(&tokens[0]);
-    let conv_id = format!("lg-{tag}");
-    let mode = match lg.delivery {
-        Delivery::Push => DeliveryMode::Push,
-        Delivery::Pull => DeliveryMode::Pull,
-    };
-    let first: Vec<&str> = names[1..names.len().min(CREATE_MEMBERS_MAX)]
-        .iter()
-        .map(String::as_str)
-        .collect();
-    sender
-        .create_conversation(
-            &NewConversation::group(first)
-                .with_conv_id(&conv_id)
-                .with_delivery_mode(mode),
-        )
-        .await
-        .context("creating the group")?;
-    let rest = &names[names.len().min(CREATE_MEMBERS_MAX)..];
-    bounded(rest.len(), lg.setup_concurrency, |i| {
-        let (sender, conv_id, name) = (sender.clone(), conv_id.clone(), rest[i].clone());
-        async move {
-            sender.add_member(&conv_id, &name).await?;
-            Ok(())
-        }
-    })
-    .await
-    .context("adding members")?;
-    let conv = sender.get_conversation(&conv_id).await?;
-    let setup_s = setup.elapsed().as_secs_f64();
-
-    // Devices on real sockets.
-    let delivered = Arc::new(AtomicU64::new(0));
-    let stop = CancellationToken::new();
-    let url = ws_url(&args.url);
-    let mut devices = Vec::with_capacity(lg.group_online);
-    for token in &tokens[1..] {
-        devices.push(tokio::spawn(device(
-            url.clone(),
-            token.clone(),
-            conv_id.clone(),
-            conv.head,
-            delivered.clone(),
-            stop.clone(),
-        )));
-        // Connecting one by one keeps the accept queue short on a small machine.
-        tokio::task::yield_now().await;
-    }
-    tokio::time::sleep(Duration::from_millis(WARMUP_SETTLE_MS)).await;
-
-    for i in 0..WARMUP_MESSAGES {
-        sender
-            .send_with_retry(&conv_id, &format!("warm-{i}"), "warm-up")
-            .await?;
-    }
-    tokio::time::sleep(Duration::from_millis(WARMUP_SETTLE_MS)).await;
-    let warm_deliveries = delivered.load(Ordering::Relaxed);
-
-    // The measured window.
-    let cpu_before = lg.server_pid.and_then(process_cpu_ms);
-    let bench_before = process_cpu_ms(std::process::id());
-    let pg_db = lg.postgres_database.as_deref();
-    let pg_before = postgres_cpu_ms(pg_db);
-    let sends: Arc<Mutex<Vec<(i64, Instant, Instant)>>> = Arc::default();
-    let started = Instant::now();
-    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / lg.send_rate));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut tasks = Vec::with_capacity(args.messages);
-    for i in 0..args.messages {
-        ticker.tick().await;
-        let (sender, conv_id, sends): (Client, String, _) =
-            (sender.clone(), conv_id.clone(), sends.clone());
-        tasks.push(tokio::spawn(async move {
-            let start = Instant::now();
-            let ack = sender
-                .send_with_retry(&conv_id, &format!("m-{i}"), "large group message")
-                .await;
-            if let Ok(ack) = ack {
-                sends.lock().await.push((ack.seq, start, Instant::now()));
-            }
-        }));
-    }
-    for t in tasks {
-        t.await?;
-    }
-    let sent = sends.lock().await.len() as u64;
-    let expected = warm_deliveries + sent * lg.group_online as u64;
-    let deadline = Instant::now() + Duration::from_millis(DRAIN_TIMEOUT_MS);
-    while delivered.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(DRAIN_POLL_MS)).await;
-    }
-    let window = started.elapsed();
-    let cpu_after = lg.server_pid.and_then(process_cpu_ms);
-    let bench_after = process_cpu_ms(std::process::id());
-    let pg_ms = postgres_delta_ms(&pg_before, &postgres_cpu_ms(pg_db));
-    stop.cancel();
-
-    let mut logs = Vec::with_capacity(devices.len());
-    for d in devices {
-        logs.push(d.await??);
-    }
-    let sends = sends.lock().await;
-    if sends.is_empty() {
-        bail!("no send was acked");
-    }
-    let starts: HashMap<i64, Instant> = sends.iter().map(|(seq, s, _)| (*seq, *s)).collect();
-    let (mut delivery_h, mut ack_h) = (micros_histogram()?, micros_histogram()?);
-    for (_, start, acked) in sends.iter() {
-        ack_h.record((*acked - *start).as_micros().max(1) as u64)?;
-    }
-    let mut received = 0u64;
-    for log in &logs {
-        for (seq, at) in &log.delivered {
-            if let Some(start) = starts.get(seq) {
-                received += 1;
-                delivery_h.record(at.saturating_duration_since(*start).as_micros().max(1) as u64)?;
-            }
-        }
-    }
-    let delta = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
-    let server_cpu_ms = delta(cpu_before, cpu_after);
-    let per_msg = |ms: u64| ms as f64 / sent as f64;
-    let sum = |f: fn(&DeviceLog) -> u64| logs.iter().map(f).sum::<u64>();
-    let report = json!({
-        "scenario": "large-group",
-        "delivery": format!("{:?}", lg.delivery).to_lowercase(),
-        "group_members": lg.group_members,
-        "group_online": lg.group_online,
-        "messages": args.messages,
-        "sends_acked": sent,
-        "send_rate_per_s": lg.send_rate,
-        "setup_s": setup_s,
-        "window_s": window.as_secs_f64(),
-        "deliveries_expected": sent * lg.group_online as u64,
-        "deliveries_received": received,
-        "deliveries_missing": (sent * lg.group_online as u64).saturating_sub(received),
-        "send_to_delivery_ms": percentiles_ms(&delivery_h),
-        "ack_latency_ms": percentiles_ms(&ack_h),
-        "server_cpu_ms": server_cpu_ms,
-        "server_cpu_ms_per_message": server_cpu_ms.map(per_msg),
-        "postgres_cpu_scope": pg_db.map_or("all postgres processes".to_owned(), |db| format!("backends of {db}")),
-        "postgres_cpu_ms": pg_ms,
-        "postgres_cpu_ms_per_message": per_msg(pg_ms),
-        // The load generator shares the machine; its own CPU says how much it took.
-        "bench_cpu_ms": delta(bench_before, bench_after),
-        "event_frames": sum(|l| l.events),
-        "hint_frames": sum(|l| l.hints),
-        "fetches": sum(|l| l.fetches),
-    });
-    std::fs::create_dir_all(&args.out)?;
-    let path = args.out.join("report.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    println!("report written to {}", path.display());
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_times_are_read_from_proc() {
-        let me = std::process::id();
-        // Burn a little CPU so the reading is positive on any clock.
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_add(i * i);
-        }
-        assert!(x > 0);
-        let ms = process_cpu_ms(me).expect("own /proc/<pid>/stat");
-        assert!(ms > 0, "cpu ms {ms}");
-        assert_eq!(process_cpu_ms(u32::MAX), None);
-        let before = HashMap::from([(1, 10), (2, 5)]);
-        let after = HashMap::from([(1, 15), (3, 7)]);
-        assert_eq!(postgres_delta_ms(&before, &after), 12);
-    }
 }

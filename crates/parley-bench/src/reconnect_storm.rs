@@ -9,22 +9,19 @@
 //! check shows whether anything was lost, repeated or reordered on the way.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use futures::{stream, StreamExt};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::baseline::{BaselinePlan, Shape};
-use super::devices::DeviceLog;
-use super::harness::{self, Common};
-use super::load::{open_loop, Ack, LoadCounters, OpenLoop};
-use super::report::{micros_histogram, percentiles_ms, record};
-use super::world::{log_uniform_sizes, WorldPlan};
-use super::{seed_peak, BenchArgs};
+use crate::devices::DeviceLog;
+use crate::harness::{Finished, LoadModel, Loaded, Setup};
+use crate::load::{Ack, OpenLoop};
+use crate::report::{micros_histogram, percentiles_ms, record};
+use crate::world::{log_uniform_sizes, WorldPlan};
+use crate::{seed_peak, BenchArgs};
 
 const RATE_DEFAULT: f64 = 250.0;
 const USERS_DEFAULT: usize = 600;
@@ -32,14 +29,12 @@ const ONLINE_DEFAULT: usize = 400;
 const GROUPS: usize = 20;
 const GROUP_MEMBERS_MIN: usize = 10;
 const GROUP_MEMBERS_MAX: usize = 100;
-const IN_FLIGHT_MAX: usize = 2_048;
-const LATE_MAX: Duration = Duration::from_secs(30);
 /// Reconnect commands queued at once.
 const RECONNECTS_IN_FLIGHT: usize = 256;
 
 /// Per device: time from the storm to its new connection, and to holding every message that
 /// was acked before the storm.
-fn recovery(logs: &[DeviceLog], acks: &[Ack], storm: Instant) -> Result<serde_json::Value> {
+fn recovery(logs: &[DeviceLog], acks: &[Ack], storm: Instant) -> Result<Value> {
     let acked_at: HashMap<(u32, i64), Instant> =
         acks.iter().map(|a| ((a.conv, a.seq), a.acked)).collect();
     let mut reconnect_h = micros_histogram()?;
@@ -73,92 +68,65 @@ fn recovery(logs: &[DeviceLog], acks: &[Ack], storm: Instant) -> Result<serde_js
     }))
 }
 
-pub async fn run(args: &BenchArgs) -> Result<()> {
-    let mut rng = StdRng::seed_from_u64(args.seed);
-    let users = args.users.unwrap_or(USERS_DEFAULT);
-    let online = args.online.unwrap_or(ONLINE_DEFAULT.min(users)).min(users);
-    let world_plan = WorldPlan {
-        users,
-        online,
-        directs: (online / 2).min(online * (online - 1) / 2),
-        group_sizes: log_uniform_sizes(
-            &mut rng,
-            GROUPS,
-            GROUP_MEMBERS_MIN.min(users),
-            GROUP_MEMBERS_MAX.min(users),
-        ),
-        hot_group: None,
-    };
-    let setup = harness::setup(args, world_plan, &mut rng).await?;
-    let rate = args.rate.unwrap_or(RATE_DEFAULT);
-    let duration = Duration::from_secs(args.duration);
-    let cfg = OpenLoop {
-        rate_per_s: rate,
-        duration,
-        in_flight_max: IN_FLIGHT_MAX,
-        late_max: LATE_MAX,
-        seed: args.seed,
-    };
-    let counters = Arc::new(LoadCounters::default());
-    let load = open_loop(
-        &setup.devices.handles,
-        &setup.conv_ids,
-        seed_peak::picker(&setup.world),
-        cfg,
-        0,
-        counters.clone(),
-    );
-    let handles = setup.devices.handles.clone();
-    let storm = async {
-        tokio::time::sleep(duration / 2).await;
-        let at = Instant::now();
-        stream::iter(handles.iter())
-            .for_each_concurrent(RECONNECTS_IN_FLIGHT, |h| async move {
-                // A stopped session has nothing to reconnect; the check will show it.
-                let _ = h.reconnect().await;
-            })
-            .await;
-        at
-    };
-    let label = format!(
-        "reconnect-storm: {rate}/s for {} s, every device drops at {} s",
-        args.duration,
-        args.duration / 2
-    );
-    let (outcome, storm_at) = harness::with_progress(&label, duration, &setup, &counters, async {
-        tokio::join!(load, storm)
-    })
-    .await;
-    let (world, concluded) = harness::conclude(setup, &outcome.acks).await;
-    let latencies = harness::latencies(&concluded.logs, &outcome.acks)?;
-    let concurrency = harness::open_loop_concurrency(&outcome);
-    let baseline = harness::baseline(
-        args,
-        &[BaselinePlan {
-            shape: Shape::Many {
-                convs: world.convs.len(),
-            },
-            concurrency,
-            duration: Duration::from_secs(args.duration.min(10)),
-        }],
-    )
-    .await
-    .map(|r| {
-        r.map_err(|e| format!("{e:#}"))
-            .and_then(|mut v| v.pop().ok_or_else(|| "no result".to_owned()))
-    });
-    let mut report = harness::report(&Common {
-        scenario: "reconnect-storm",
-        mode: "open_loop",
-        target_rate_per_s: Some(rate),
-        world: &world,
-        outcome: &outcome,
-        concluded: &concluded,
-        latencies: &latencies,
-        throughput_per_s: outcome.throughput(),
-        baseline: baseline.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
-    });
-    report["storm_at_s"] = json!(outcome.started.map(|s| (storm_at - s).as_secs_f64()));
-    report["recovery"] = recovery(&concluded.logs, &outcome.acks, storm_at)?;
-    harness::emit(args, report, &latencies, Some(rate))
+pub struct ReconnectStorm;
+
+impl LoadModel for ReconnectStorm {
+    /// When the storm began.
+    type Notes = Instant;
+
+    fn world(&self, args: &BenchArgs, rng: &mut StdRng) -> Result<WorldPlan> {
+        let users = args.users.unwrap_or(USERS_DEFAULT);
+        let online = args.online.unwrap_or(ONLINE_DEFAULT.min(users)).min(users);
+        Ok(WorldPlan {
+            users,
+            online,
+            directs: (online / 2).min(online * (online - 1) / 2),
+            group_sizes: log_uniform_sizes(
+                rng,
+                GROUPS,
+                GROUP_MEMBERS_MIN.min(users),
+                GROUP_MEMBERS_MAX.min(users),
+            ),
+            hot_group: None,
+        })
+    }
+
+    async fn load(&self, args: &BenchArgs, setup: &Setup) -> Result<Loaded<Instant>> {
+        let rate = args.rate.unwrap_or(RATE_DEFAULT);
+        let duration = Duration::from_secs(args.duration);
+        let handles = &setup.devices.handles;
+        let storm = async {
+            tokio::time::sleep(duration / 2).await;
+            let at = Instant::now();
+            stream::iter(handles.iter())
+                .for_each_concurrent(RECONNECTS_IN_FLIGHT, |h| async move {
+                    // A stopped session has nothing to reconnect; the check will show it.
+                    let _ = h.reconnect().await;
+                })
+                .await;
+            at
+        };
+        let label = format!(
+            "reconnect-storm: {rate}/s for {} s, every device drops at {} s",
+            args.duration,
+            args.duration / 2
+        );
+        let cfg = OpenLoop::new(rate, duration, args.seed);
+        let picker = seed_peak::picker(&setup.world);
+        let (outcome, storm_at) = setup.open_loop(&label, picker, cfg, storm).await;
+        Ok(Loaded::of(
+            "reconnect-storm",
+            "open_loop",
+            Some(rate),
+            outcome,
+            storm_at,
+        ))
+    }
+
+    fn report(&self, _: &BenchArgs, report: &mut Value, run: &Finished<'_, Instant>) -> Result<()> {
+        let (outcome, storm_at) = (&run.loaded.outcome, run.loaded.notes);
+        report["storm_at_s"] = json!(outcome.started.map(|s| (storm_at - s).as_secs_f64()));
+        report["recovery"] = recovery(&run.concluded.logs, &outcome.acks, storm_at)?;
+        Ok(())
+    }
 }

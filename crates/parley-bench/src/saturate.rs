@@ -9,15 +9,17 @@ use std::time::Duration;
 
 use anyhow::Result;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use serde_json::json;
+use rand::Rng;
+use serde_json::{json, Value};
 
-use super::baseline::{BaselinePlan, Shape};
-use super::harness::{self, Common};
-use super::load::{closed_loop, Ack, ClosedLoop, LoadCounters, LoadOutcome, SendPlan};
-use super::report::percentiles_ms;
-use super::world::{ConvClass, WorldPlan};
-use super::BenchArgs;
+use crate::baseline::{BaselinePlan, Shape};
+use crate::conclude::latencies;
+use crate::harness::{Finished, LoadModel, Loaded, Setup};
+use crate::load::{ClosedLoop, LoadOutcome, Picker, SendPlan};
+use crate::progress::phase;
+use crate::report::percentiles_ms;
+use crate::world::{ConvClass, World, WorldPlan};
+use crate::BenchArgs;
 
 const USERS_DEFAULT: usize = 400;
 /// A level must beat the best throughput so far by this factor to count as rising.
@@ -65,133 +67,130 @@ fn best_level(throughputs: &[f64]) -> usize {
         .unwrap_or(0)
 }
 
-pub async fn run(args: &BenchArgs) -> Result<()> {
-    let mut rng = StdRng::seed_from_u64(args.seed);
-    let users = args.users.unwrap_or(USERS_DEFAULT);
-    let online = args.online.unwrap_or(users).min(users);
-    let world_plan = WorldPlan {
-        users,
-        online,
-        directs: online.min(online * (online - 1) / 2),
-        group_sizes: Vec::new(),
-        hot_group: None,
-    };
-    let setup = harness::setup(args, world_plan, &mut rng).await?;
-    let directs = setup.world.of_class(ConvClass::Direct);
-    let online_of: Vec<Vec<u32>> = setup.world.convs.iter().map(|c| c.online.clone()).collect();
-    let picker = Arc::new(move |rng: &mut StdRng| {
+/// A send to a random direct chat from one of its two members.
+fn picker(world: &World) -> Picker {
+    let directs = world.of_class(ConvClass::Direct);
+    let online_of: Vec<Vec<u32>> = world.convs.iter().map(|c| c.online.clone()).collect();
+    Arc::new(move |rng: &mut StdRng| {
         let conv = directs[rng.gen_range(0..directs.len())];
         let members = &online_of[conv as usize];
         SendPlan {
             conv,
             device: members[rng.gen_range(0..members.len())],
         }
-    });
+    })
+}
 
-    let levels = levels(args.max_concurrency);
-    let step = STEP_MIN.max(Duration::from_secs(args.duration) / levels.len() as u32);
-    let mut outcomes: Vec<(usize, LoadOutcome)> = Vec::new();
-    for (i, &workers) in levels.iter().enumerate() {
-        let counters = Arc::new(LoadCounters::default());
-        let load = closed_loop(
-            &setup.devices.handles,
-            &setup.conv_ids,
-            picker.clone(),
-            ClosedLoop {
+/// The levels the ramp ran, each with its concurrency, and how long each lasted.
+pub struct Ramp {
+    levels: Vec<(usize, LoadOutcome)>,
+    step: Duration,
+}
+
+pub struct Saturate;
+
+impl LoadModel for Saturate {
+    type Notes = Ramp;
+
+    fn world(&self, args: &BenchArgs, _: &mut StdRng) -> Result<WorldPlan> {
+        let users = args.users.unwrap_or(USERS_DEFAULT);
+        let online = args.online.unwrap_or(users).min(users);
+        Ok(WorldPlan {
+            users,
+            online,
+            directs: online.min(online * (online - 1) / 2),
+            group_sizes: Vec::new(),
+            hot_group: None,
+        })
+    }
+
+    /// Raises the concurrency level by level until the throughput stops rising. Every send
+    /// is verified; the latencies and the comparison are the best level's.
+    async fn load(&self, args: &BenchArgs, setup: &Setup) -> Result<Loaded<Ramp>> {
+        let picker = picker(&setup.world);
+        let levels = levels(args.max_concurrency);
+        let step = STEP_MIN.max(Duration::from_secs(args.duration) / levels.len() as u32);
+        let mut ran: Vec<(usize, LoadOutcome)> = Vec::new();
+        for (i, &workers) in levels.iter().enumerate() {
+            let cfg = ClosedLoop {
                 workers,
                 duration: step,
                 seed: args.seed + i as u64,
-            },
-            i as u64 * IDS_PER_LEVEL,
-            counters.clone(),
+            };
+            let label = format!("saturate: concurrency {workers}, {} s", step.as_secs());
+            let out = setup
+                .closed_loop(&label, picker.clone(), cfg, i as u64 * IDS_PER_LEVEL)
+                .await;
+            phase(&format!(
+                "concurrency {workers}: {:.0} acked/s",
+                out.throughput()
+            ));
+            ran.push((workers, out));
+            if stopped_rising(&throughputs(&ran)).is_some() {
+                break;
+            }
+        }
+        let best = best_level(&throughputs(&ran));
+        let all = LoadOutcome::merged(ran.iter().map(|(_, o)| o));
+        let mut loaded = Loaded::of(
+            "saturate",
+            "closed_loop",
+            None,
+            all,
+            Ramp { levels: ran, step },
         );
-        let label = format!("saturate: concurrency {workers}, {} s", step.as_secs());
-        let out = harness::with_progress(&label, step, &setup, &counters, load).await;
-        harness::phase(&format!(
-            "concurrency {workers}: {:.0} acked/s",
-            out.throughput()
-        ));
-        outcomes.push((workers, out));
-        let throughputs: Vec<f64> = outcomes.iter().map(|(_, o)| o.throughput()).collect();
-        if stopped_rising(&throughputs).is_some() {
-            break;
-        }
+        loaded.measured = Some(loaded.notes.levels[best].1.acks.clone());
+        loaded.throughput_per_s = loaded.notes.levels[best].1.throughput();
+        loaded.compared_run = best;
+        Ok(loaded)
     }
-    let throughputs: Vec<f64> = outcomes.iter().map(|(_, o)| o.throughput()).collect();
-    let best = best_level(&throughputs);
-    let peak_concurrency = outcomes[best].0;
 
-    // All levels together, for the check and the timeline.
-    let mut all = LoadOutcome {
-        started: outcomes.first().and_then(|(_, o)| o.started),
-        finished: outcomes.last().and_then(|(_, o)| o.finished),
-        ..LoadOutcome::default()
-    };
-    for (_, o) in &outcomes {
-        all.acks.extend_from_slice(&o.acks);
-        all.scheduled += o.scheduled;
-        for (k, n) in &o.errors {
-            *all.errors.entry(k.clone()).or_default() += n;
-        }
-    }
-    let (world, concluded) = harness::conclude(setup, &all.acks).await;
-    let peak_acks: Vec<Ack> = outcomes[best].1.acks.clone();
-    let latencies = harness::latencies(&concluded.logs, &peak_acks)?;
-
-    let plans: Vec<BaselinePlan> = outcomes
-        .iter()
-        .map(|&(concurrency, _)| BaselinePlan {
-            shape: Shape::Many {
-                convs: world.plan.directs,
-            },
-            concurrency,
-            duration: step,
-        })
-        .collect();
-    let baseline = harness::baseline(args, &plans)
-        .await
-        .map(|r| r.map_err(|e| format!("{e:#}")));
-    let level_rows: Vec<serde_json::Value> = outcomes
-        .iter()
-        .enumerate()
-        .map(|(i, (concurrency, o))| {
-            let lat = harness::latencies(&[], &o.acks).ok();
-            let base = baseline
-                .as_ref()
-                .and_then(|b| b.as_ref().ok())
-                .and_then(|b| b.get(i));
-            json!({
-                "concurrency": concurrency,
-                "throughput_per_s": o.throughput(),
-                "sends_acked": o.acks.len(),
-                "errors": o.error_count(),
-                "ack_latency_ms": lat.map(|l| percentiles_ms(&l.ack)),
-                "baseline_tps": base.map(|b| b.tps),
-                "ratio_to_baseline": base.map(|b| if b.tps > 0.0 { o.throughput() / b.tps } else { 0.0 }),
+    /// The raw transaction over as many direct chats, at every concurrency the ramp reached.
+    fn baseline(&self, _: &BenchArgs, world: &World, loaded: &Loaded<Ramp>) -> Vec<BaselinePlan> {
+        let ramp = &loaded.notes;
+        ramp.levels
+            .iter()
+            .map(|&(concurrency, _)| BaselinePlan {
+                shape: Shape::Many {
+                    convs: world.plan.directs,
+                },
+                concurrency,
+                duration: ramp.step,
             })
-        })
-        .collect();
-    let peak_baseline = baseline.as_ref().map(|r| {
-        r.as_ref()
-            .map_err(Clone::clone)
-            .and_then(|v| v.get(best).ok_or_else(|| "no result".to_owned()))
-    });
-    let mut report = harness::report(&Common {
-        scenario: "saturate",
-        mode: "closed_loop",
-        target_rate_per_s: None,
-        world: &world,
-        outcome: &all,
-        concluded: &concluded,
-        latencies: &latencies,
-        throughput_per_s: throughputs[best],
-        baseline: peak_baseline,
-    });
-    report["peak_concurrency"] = json!(peak_concurrency);
-    report["step_s"] = json!(step.as_secs_f64());
-    report["levels"] = json!(level_rows);
-    report["latency_note"] = json!("latency percentiles are those of the best level");
-    harness::emit(args, report, &latencies, None)
+            .collect()
+    }
+
+    fn report(&self, _: &BenchArgs, report: &mut Value, run: &Finished<'_, Ramp>) -> Result<()> {
+        let ramp = &run.loaded.notes;
+        let base = run.baseline.and_then(|b| b.as_ref().ok());
+        let level_rows: Vec<Value> = ramp
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, (concurrency, o))| {
+                let lat = latencies(&[], &o.acks).ok();
+                let base = base.and_then(|b| b.get(i));
+                json!({
+                    "concurrency": concurrency,
+                    "throughput_per_s": o.throughput(),
+                    "sends_acked": o.acks.len(),
+                    "errors": o.error_count(),
+                    "ack_latency_ms": lat.map(|l| percentiles_ms(&l.ack)),
+                    "baseline_tps": base.map(|b| b.tps),
+                    "ratio_to_baseline": base.map(|b| if b.tps > 0.0 { o.throughput() / b.tps } else { 0.0 }),
+                })
+            })
+            .collect();
+        report["peak_concurrency"] = json!(ramp.levels[run.loaded.compared_run].0);
+        report["step_s"] = json!(ramp.step.as_secs_f64());
+        report["levels"] = json!(level_rows);
+        report["latency_note"] = json!("latency percentiles are those of the best level");
+        Ok(())
+    }
+}
+
+fn throughputs(levels: &[(usize, LoadOutcome)]) -> Vec<f64> {
+    levels.iter().map(|(_, o)| o.throughput()).collect()
 }
 
 #[cfg(test)]

@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use anyhow::Result;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
+use serde_json::{json, Value};
 
-use super::baseline::{BaselinePlan, Shape};
-use super::harness::{self, Common};
-use super::load::{open_loop, LoadCounters, OpenLoop, Picker, SendPlan};
-use super::world::{log_uniform_sizes, ConvClass, World, WorldPlan};
-use super::BenchArgs;
+use crate::harness::{Finished, LoadModel, Loaded, Setup};
+use crate::load::{OpenLoop, Picker, SendPlan};
+use crate::world::{log_uniform_sizes, ConvClass, World, WorldPlan};
+use crate::BenchArgs;
 
 pub const RATE_DEFAULT: f64 = 1_250.0;
 const USERS_DEFAULT: usize = 2_000;
@@ -30,11 +30,6 @@ pub const SHARE_DIRECT: f64 = 0.80;
 pub const SHARE_GROUPS: f64 = 0.18;
 const GROUP_MEMBERS_MIN: usize = 10;
 const GROUP_MEMBERS_MAX: usize = 500;
-/// Sends in flight at most: far above what the target rate needs at sane latencies (1,250/s
-/// at 100 ms is 125), so it bounds memory, not the load.
-const IN_FLIGHT_MAX: usize = 2_048;
-/// How late after the schedule a send may still be issued.
-const LATE_MAX: Duration = Duration::from_secs(30);
 
 /// The world of a seed-peak run with `users` users, `online` of them online.
 pub fn plan(users: usize, online: usize, rng: &mut StdRng) -> WorldPlan {
@@ -82,74 +77,39 @@ pub fn picker(world: &World) -> Picker {
     })
 }
 
-pub async fn run(args: &BenchArgs) -> Result<()> {
-    let mut rng = StdRng::seed_from_u64(args.seed);
-    let users = args.users.unwrap_or(USERS_DEFAULT);
-    let online = args.online.unwrap_or(ONLINE_DEFAULT.min(users));
-    let world_plan = plan(users, online, &mut rng);
-    let setup = harness::setup(args, world_plan, &mut rng).await?;
-    let rate = args.rate.unwrap_or(RATE_DEFAULT);
-    let cfg = OpenLoop {
-        rate_per_s: rate,
-        duration: Duration::from_secs(args.duration),
-        in_flight_max: IN_FLIGHT_MAX,
-        late_max: LATE_MAX,
-        seed: args.seed,
-    };
-    let counters = Arc::new(LoadCounters::default());
-    let load = open_loop(
-        &setup.devices.handles,
-        &setup.conv_ids,
-        picker(&setup.world),
-        cfg,
-        0,
-        counters.clone(),
-    );
-    let label = format!("seed-peak: {rate}/s for {} s, open loop", args.duration);
-    let outcome = harness::with_progress(
-        &label,
-        Duration::from_secs(args.duration),
-        &setup,
-        &counters,
-        load,
-    )
-    .await;
-    let (world, concluded) = harness::conclude(setup, &outcome.acks).await;
-    let latencies = harness::latencies(&concluded.logs, &outcome.acks)?;
+pub struct SeedPeak;
 
-    // The raw transaction at the concurrency the server actually saw, over as many
-    // conversations as the run used.
-    let concurrency = harness::open_loop_concurrency(&outcome);
-    let baseline = harness::baseline(
-        args,
-        &[BaselinePlan {
-            shape: Shape::Many {
-                convs: world.convs.len(),
-            },
-            concurrency,
-            duration: Duration::from_secs(args.duration.min(10)),
-        }],
-    )
-    .await;
-    let baseline = baseline.map(|r| {
-        r.map_err(|e| format!("{e:#}"))
-            .and_then(|mut v| v.pop().ok_or_else(|| "no result".to_owned()))
-    });
-    let mut report = harness::report(&Common {
-        scenario: "seed-peak",
-        mode: "open_loop",
-        target_rate_per_s: Some(rate),
-        world: &world,
-        outcome: &outcome,
-        concluded: &concluded,
-        latencies: &latencies,
-        throughput_per_s: outcome.throughput(),
-        baseline: baseline.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
-    });
-    report["send_shares"] = serde_json::json!({
-        "direct": SHARE_DIRECT,
-        "groups": SHARE_GROUPS,
-        "hot_group": 1.0 - SHARE_DIRECT - SHARE_GROUPS,
-    });
-    harness::emit(args, report, &latencies, Some(rate))
+impl LoadModel for SeedPeak {
+    type Notes = ();
+
+    fn world(&self, args: &BenchArgs, rng: &mut StdRng) -> Result<WorldPlan> {
+        let users = args.users.unwrap_or(USERS_DEFAULT);
+        let online = args.online.unwrap_or(ONLINE_DEFAULT.min(users));
+        Ok(plan(users, online, rng))
+    }
+
+    async fn load(&self, args: &BenchArgs, setup: &Setup) -> Result<Loaded<()>> {
+        let rate = args.rate.unwrap_or(RATE_DEFAULT);
+        let cfg = OpenLoop::new(rate, Duration::from_secs(args.duration), args.seed);
+        let label = format!("seed-peak: {rate}/s for {} s, open loop", args.duration);
+        let (outcome, ()) = setup
+            .open_loop(&label, picker(&setup.world), cfg, async {})
+            .await;
+        Ok(Loaded::of(
+            "seed-peak",
+            "open_loop",
+            Some(rate),
+            outcome,
+            (),
+        ))
+    }
+
+    fn report(&self, _: &BenchArgs, report: &mut Value, _: &Finished<'_, ()>) -> Result<()> {
+        report["send_shares"] = json!({
+            "direct": SHARE_DIRECT,
+            "groups": SHARE_GROUPS,
+            "hot_group": 1.0 - SHARE_DIRECT - SHARE_GROUPS,
+        });
+        Ok(())
+    }
 }

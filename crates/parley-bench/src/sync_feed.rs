@@ -6,15 +6,16 @@
 //! written into those 100 conversations (events-after in pages of 500 per changed
 //! conversation), repeated from the same starting state.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{ensure, Context, Result};
-use parley_client::{AdminClient, Client, NewConversation};
-use tokio::sync::Semaphore;
+use anyhow::{ensure, Result};
+use hdrhistogram::Histogram;
+use parley_client::{AdminClient, Client, Conversation, NewConversation};
+use serde_json::json;
 
-use super::report::{micros_histogram, percentiles_ms};
-use super::BenchArgs;
+use crate::fixtures::{bounded, run_tag, user_with_device};
+use crate::report::{micros_histogram, percentiles_ms, publish, record};
+use crate::BenchArgs;
 
 /// Conversations that change between the two feed calls, and messages written into each:
 /// 100 x 100 = the 10,000-event catch-up.
@@ -28,82 +29,53 @@ const SEED_CONCURRENCY: usize = 32;
 /// The largest page of events-after.
 const PAGE_LIMIT: u32 = 500;
 
-async fn bounded<F, Fut>(jobs: usize, f: F) -> Result<()>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
-{
-    let limit = Arc::new(Semaphore::new(SEED_CONCURRENCY));
-    let mut tasks = Vec::with_capacity(jobs);
-    for i in 0..jobs {
-        let permit = limit.clone().acquire_owned().await?;
-        let fut = f(i);
-        tasks.push(tokio::spawn(async move {
-            let r = fut.await;
-            drop(permit);
-            r
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(())
-}
-
-async fn write_messages(
-    writer: &Client,
-    convs: &[String],
-    per_conv: usize,
-    tag: &str,
-) -> Result<()> {
-    let jobs: Vec<(String, usize)> = convs
-        .iter()
-        .flat_map(|c| (0..per_conv).map(move |i| (c.clone(), i)))
-        .collect();
-    let jobs = Arc::new(jobs);
-    let tag = tag.to_owned();
-    bounded(jobs.len(), |i| {
-        let (writer, jobs, tag) = (writer.clone(), jobs.clone(), tag.clone());
-        async move {
-            let (conv, n) = &jobs[i];
-            writer
-                .send_with_retry(conv, &format!("{tag}-{n}"), "backlog message")
-                .await?;
-            Ok(())
-        }
-    })
-    .await
-}
-
 pub async fn run(args: &BenchArgs) -> Result<()> {
-    let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let world = seed(args).await?;
+    let full = full_feed(args, &world).await?;
+    let changed = incremental_feed(&world, &full.token).await?;
+    let catch_up = catch_up(args, &world, &changed.conversations).await?;
+    let report = json!({
+        "scenario": "sync-feed",
+        "conversations": world.convs.len(),
+        "backlog_per_conversation": args.backlog,
+        "seed_s": world.seed_s,
+        "full_feed_ms": percentiles_ms(&full.latency),
+        "changed_conversations": changed.conversations.len(),
+        "incremental_feed_ms": percentiles_ms(&changed.latency),
+        "catch_up_events": catch_up.events,
+        "catch_up_pages": catch_up.pages,
+        "catch_up_ms": percentiles_ms(&catch_up.latency),
+    });
+    publish(&args.out, &report)
+}
+
+/// The reader, the writer and the reader's conversations, seeded with the backlog.
+struct World {
+    reader: Client,
+    writer: Client,
+    convs: Vec<String>,
+    seed_s: f64,
+}
+
+async fn seed(args: &BenchArgs) -> Result<World> {
+    let tag = run_tag(8);
     let admin = AdminClient::new(&args.url, &args.admin_token)?;
     let (reader_id, writer_id) = (format!("sync-r-{tag}"), format!("sync-w-{tag}"));
-    for user in [&reader_id, &writer_id] {
-        admin
-            .create_user(user, None)
-            .await
-            .context("creating a benchmark user")?;
-    }
-    let reader = admin.device_client(&admin.create_device(&reader_id, "d1").await?);
-    let writer = admin.device_client(&admin.create_device(&writer_id, "d1").await?);
+    let reader = admin.device_client(&user_with_device(&admin, &reader_id).await?);
+    let writer = admin.device_client(&user_with_device(&admin, &writer_id).await?);
     let convs: Vec<String> = (0..args.conversations)
         .map(|i| format!("sync-{tag}-{i}"))
         .collect();
     let seeding = Instant::now();
-    {
-        let convs = Arc::new(convs.clone());
-        let reader_id = reader_id.clone();
-        bounded(convs.len(), |i| {
-            let (writer, convs, reader_id) = (writer.clone(), convs.clone(), reader_id.clone());
-            async move {
-                let req = NewConversation::group([reader_id.as_str()]).with_conv_id(&convs[i]);
-                writer.create_conversation(&req).await?;
-                Ok(())
-            }
-        })
-        .await?;
-    }
+    bounded(convs.len(), SEED_CONCURRENCY, |i| {
+        let req = NewConversation::group([reader_id.as_str()]).with_conv_id(&convs[i]);
+        let writer = &writer;
+        async move {
+            writer.create_conversation(&req).await?;
+            Ok(())
+        }
+    })
+    .await?;
     write_messages(&writer, &convs, args.backlog, "b").await?;
     let seed_s = seeding.elapsed().as_secs_f64();
     println!(
@@ -111,17 +83,54 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
         convs.len(),
         args.backlog
     );
+    Ok(World {
+        reader,
+        writer,
+        convs,
+        seed_s,
+    })
+}
 
-    // The full feed.
-    let mut full_h = micros_histogram()?;
+/// `per_conv` messages into each of `convs`, written concurrently.
+async fn write_messages(
+    writer: &Client,
+    convs: &[String],
+    per_conv: usize,
+    tag: &str,
+) -> Result<()> {
+    let jobs: Vec<(&str, usize)> = convs
+        .iter()
+        .flat_map(|c| (0..per_conv).map(move |i| (c.as_str(), i)))
+        .collect();
+    bounded(jobs.len(), SEED_CONCURRENCY, |i| {
+        let (conv, n) = jobs[i];
+        async move {
+            writer
+                .send_with_retry(conv, &format!("{tag}-{n}"), "backlog message")
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// The full feed, its latency and the token of the last call.
+struct FullFeed {
+    latency: Histogram<u64>,
+    token: String,
+}
+
+async fn full_feed(args: &BenchArgs, world: &World) -> Result<FullFeed> {
+    let mut latency = micros_histogram()?;
     let mut token = String::new();
     let mut unread_total = 0;
     for _ in 0..FEED_CALLS {
         let started = Instant::now();
-        let feed = reader.list_conversations(None).await?;
-        full_h.record(started.elapsed().as_micros().max(1) as u64)?;
+        let feed = world.reader.list_conversations(None).await?;
+        record(&mut latency, started.elapsed());
         ensure!(
-            feed.conversations.len() == convs.len(),
+            feed.conversations.len() == world.convs.len(),
             "full feed has {} conversations",
             feed.conversations.len()
         );
@@ -129,71 +138,78 @@ pub async fn run(args: &BenchArgs) -> Result<()> {
         token = feed.sync_token;
     }
     ensure!(
-        unread_total == (convs.len() * args.backlog) as i64,
+        unread_total == (world.convs.len() * args.backlog) as i64,
         "unread total {unread_total}"
     );
+    Ok(FullFeed { latency, token })
+}
 
-    // 100 conversations change; the incremental feed returns exactly them.
-    let changed: Vec<String> = convs.iter().take(CHANGED_CONVERSATIONS).cloned().collect();
-    write_messages(&writer, &changed, MESSAGES_PER_CHANGED, "c").await?;
-    let mut since_h = micros_histogram()?;
-    let mut feed_changed = Vec::new();
+/// The incremental feed after [`CHANGED_CONVERSATIONS`] changed, and what it returned.
+struct ChangedFeed {
+    latency: Histogram<u64>,
+    conversations: Vec<Conversation>,
+}
+
+/// 100 conversations change; the incremental feed returns exactly them.
+async fn incremental_feed(world: &World, token: &str) -> Result<ChangedFeed> {
+    let changed = &world.convs[..CHANGED_CONVERSATIONS.min(world.convs.len())];
+    write_messages(&world.writer, changed, MESSAGES_PER_CHANGED, "c").await?;
+    let mut latency = micros_histogram()?;
+    let mut conversations = Vec::new();
     for _ in 0..FEED_CALLS {
         let started = Instant::now();
-        let feed = reader.list_conversations(Some(&token)).await?;
-        since_h.record(started.elapsed().as_micros().max(1) as u64)?;
-        feed_changed = feed.conversations;
+        let feed = world.reader.list_conversations(Some(token)).await?;
+        record(&mut latency, started.elapsed());
+        conversations = feed.conversations;
     }
     ensure!(
-        feed_changed.len() == changed.len(),
+        conversations.len() == changed.len(),
         "incremental feed has {} conversations",
-        feed_changed.len()
+        conversations.len()
     );
+    Ok(ChangedFeed {
+        latency,
+        conversations,
+    })
+}
 
-    // Catch-up: events-after from each conversation's cursor (the head before the change).
+/// The catch-up's latency, and the events and pages of its last run.
+struct CatchUp {
+    latency: Histogram<u64>,
+    events: usize,
+    pages: usize,
+}
+
+/// Events-after from each changed conversation's cursor (the head before the change).
+async fn catch_up(args: &BenchArgs, world: &World, changed: &[Conversation]) -> Result<CatchUp> {
     let cursor = 2 + args.backlog as i64;
-    let mut catch_h = micros_histogram()?;
-    let mut fetched = 0usize;
-    let mut pages = 0usize;
+    let mut out = CatchUp {
+        latency: micros_histogram()?,
+        events: 0,
+        pages: 0,
+    };
     for _ in 0..CATCH_UP_RUNS {
         let started = Instant::now();
-        fetched = 0;
-        pages = 0;
-        for conv in &feed_changed {
+        (out.events, out.pages) = (0, 0);
+        for conv in changed {
             let mut after = cursor;
             while after < conv.head {
-                let page = reader
+                let page = world
+                    .reader
                     .events_after(&conv.conv_id, after, Some(PAGE_LIMIT), Some(conv.epoch))
                     .await?;
-                fetched += page.events.len();
-                pages += 1;
+                out.events += page.events.len();
+                out.pages += 1;
                 ensure!(page.through_seq > after, "no progress at {after}");
                 after = page.through_seq;
             }
         }
-        catch_h.record(started.elapsed().as_micros().max(1) as u64)?;
+        record(&mut out.latency, started.elapsed());
     }
     ensure!(
-        fetched == CHANGED_CONVERSATIONS * MESSAGES_PER_CHANGED,
-        "caught up {fetched} events"
+        out.events == CHANGED_CONVERSATIONS * MESSAGES_PER_CHANGED,
+        "caught up {} events",
+        out.events
     );
-
-    let report = serde_json::json!({
-        "scenario": "sync-feed",
-        "conversations": convs.len(),
-        "backlog_per_conversation": args.backlog,
-        "seed_s": seed_s,
-        "full_feed_ms": percentiles_ms(&full_h),
-        "changed_conversations": feed_changed.len(),
-        "incremental_feed_ms": percentiles_ms(&since_h),
-        "catch_up_events": fetched,
-        "catch_up_pages": pages,
-        "catch_up_ms": percentiles_ms(&catch_h),
-    });
-    std::fs::create_dir_all(&args.out)?;
-    let path = args.out.join("report.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    println!("report written to {}", path.display());
-    Ok(())
+    Ok(out)
 }
