@@ -16,9 +16,22 @@ const QUIET_PERIOD_MS: u64 = 300;
 /// Connects and waits for the answer to a ping, so the gateway has registered the connection.
 async fn online(base_url: &str, token: &str) -> Result<Ws> {
     let mut ws = Ws::connect(base_url, token).await?;
-    ws.send(json!({"type": "ping", "req_id": 0})).await?;
-    ws.next_of("pong", WAIT).await?;
+    ping(&mut ws, 0).await?;
     Ok(ws)
+}
+
+/// A ping answered: the connection is open and served.
+async fn ping(ws: &mut Ws, req_id: u64) -> Result<()> {
+    ws.send(json!({"type": "ping", "req_id": req_id})).await?;
+    let pong = ws.next_of("pong", WAIT).await?;
+    ensure!(pong["req_id"] == req_id, "{pong}");
+    Ok(())
+}
+
+async fn stop_all(nodes: Vec<TestServer>) {
+    for node in nodes {
+        node.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,9 +72,7 @@ async fn a_read_on_gateway_a_reaches_the_users_device_on_gateway_b() -> Result<(
         "{:?}",
         b.pg_bus().stats()
     );
-    for node in nodes {
-        node.stop().await;
-    }
+    stop_all(nodes).await;
     Ok(())
 }
 
@@ -79,18 +90,14 @@ async fn a_revocation_on_gateway_a_closes_the_devices_socket_on_gateway_b_with_4
     let (code, _) = ws_laptop.until_close(WAIT).await?;
     ensure!(code == 4003, "close code {code}");
     // The user's other device on B stays connected.
-    ws_phone.send(json!({"type": "ping", "req_id": 1})).await?;
-    let pong = ws_phone.next_of("pong", WAIT).await?;
-    ensure!(pong["req_id"] == 1, "{pong}");
+    ping(&mut ws_phone, 1).await?;
     // And the revoked token cannot connect to B again.
     let again = Ws::connect(b.base_url(), laptop.token()).await;
     ensure!(
         again.is_err() && format!("{:?}", again.err()).contains("401"),
         "revoked token connected"
     );
-    for node in nodes {
-        node.stop().await;
-    }
+    stop_all(nodes).await;
     Ok(())
 }
 
@@ -112,11 +119,7 @@ async fn a_connection_of_the_new_token_survives_the_notice_of_the_token_it_repla
     })
     .await?;
     tokio::time::sleep(Duration::from_millis(QUIET_PERIOD_MS)).await;
-    ws.send(json!({"type": "ping", "req_id": 1})).await?;
-    let pong = ws.next_of("pong", WAIT).await?;
-    ensure!(pong["req_id"] == 1, "{pong}");
-    for node in nodes {
-        node.stop().await;
-    }
+    ping(&mut ws, 1).await?;
+    stop_all(nodes).await;
     Ok(())
 }
