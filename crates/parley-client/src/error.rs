@@ -1,28 +1,14 @@
 //! Errors of the SDK: the server's stable error codes, kept apart from transport failures so a
 //! caller can tell "refused" from "unknown outcome".
 
-/// The stable error codes of SPEC §6, so callers and tests compare against names, not literals.
-pub mod code {
-    pub const BAD_REQUEST: &str = "BAD_REQUEST";
-    pub const BODY_TOO_LARGE: &str = "BODY_TOO_LARGE";
-    pub const REQUEST_TOO_LARGE: &str = "REQUEST_TOO_LARGE";
-    pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
-    pub const NOT_MEMBER: &str = "NOT_MEMBER";
-    pub const NOT_FOUND: &str = "NOT_FOUND";
-    pub const FORBIDDEN: &str = "FORBIDDEN";
-    pub const ALREADY_MEMBER: &str = "ALREADY_MEMBER";
-    pub const ALREADY_EXISTS: &str = "ALREADY_EXISTS";
-    pub const IDEMPOTENCY_MISMATCH: &str = "IDEMPOTENCY_MISMATCH";
-    pub const RECALL_WINDOW_EXPIRED: &str = "RECALL_WINDOW_EXPIRED";
-    pub const NOT_SENDER: &str = "NOT_SENDER";
-    pub const EPOCH_CHANGED: &str = "EPOCH_CHANGED";
-    pub const RATE_LIMITED: &str = "RATE_LIMITED";
-    pub const OUTCOME_UNKNOWN: &str = "OUTCOME_UNKNOWN";
-    pub const UNAVAILABLE: &str = "UNAVAILABLE";
-}
+use parley_wire::{ErrorCode, FrameError};
 
-/// HTTP status of the two answers that invite a retry with the same request key.
-const STATUS_SERVICE_UNAVAILABLE: u16 = 503;
+/// The stable error codes of SPEC §6, so callers and tests compare against names, not literals.
+pub use parley_wire::code;
+
+/// The status of a code this SDK does not know: a server-side refusal that is neither retried
+/// nor mistaken for a client mistake.
+const STATUS_UNKNOWN_CODE: u16 = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -102,10 +88,11 @@ impl ClientError {
             | Self::Transport(_)
             | Self::Disconnected { .. }
             | Self::NoAnswer { .. } => true,
-            Self::Api { status, code, .. } => {
-                *status == STATUS_SERVICE_UNAVAILABLE
-                    && (code == code::OUTCOME_UNKNOWN || code == code::UNAVAILABLE)
-            }
+            Self::Api { status, code, .. } => matches!(
+                ErrorCode::parse(code),
+                Some(c @ (ErrorCode::OutcomeUnknown | ErrorCode::Unavailable))
+                    if *status == c.http_status()
+            ),
             Self::UnexpectedStatus { .. }
             | Self::Decode { .. }
             | Self::InvalidUrl { .. }
@@ -148,23 +135,15 @@ impl ClientError {
     }
 }
 
-/// The HTTP status SPEC §6 gives an error code. A code this SDK does not know is reported as
-/// 500: a server-side refusal that is neither retried nor mistaken for a client mistake.
+/// The HTTP status SPEC §6 gives an error code; 500 for a code this SDK does not know.
 pub fn http_status_of(code: &str) -> u16 {
-    match code {
-        code::BAD_REQUEST => 400,
-        code::UNAUTHENTICATED => 401,
-        code::FORBIDDEN | code::NOT_SENDER => 403,
-        code::NOT_MEMBER | code::NOT_FOUND => 404,
-        code::ALREADY_MEMBER
-        | code::ALREADY_EXISTS
-        | code::IDEMPOTENCY_MISMATCH
-        | code::RECALL_WINDOW_EXPIRED
-        | code::EPOCH_CHANGED => 409,
-        code::BODY_TOO_LARGE | code::REQUEST_TOO_LARGE => 413,
-        code::RATE_LIMITED => 429,
-        code::OUTCOME_UNKNOWN | code::UNAVAILABLE => STATUS_SERVICE_UNAVAILABLE,
-        _ => 500,
+    ErrorCode::parse(code).map_or(STATUS_UNKNOWN_CODE, ErrorCode::http_status)
+}
+
+/// A server frame that does not decode; the reason names the position, never the content.
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> Self {
+        Self::BadFrame { reason: e.reason }
     }
 }
 

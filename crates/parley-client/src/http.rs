@@ -4,9 +4,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use parley_wire::ErrorBody;
 use reqwest::{Method, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use url::Url;
 
 use crate::error::ClientError;
@@ -180,23 +180,11 @@ pub(crate) async fn read(response: Response) -> Result<(u16, Vec<u8>), ClientErr
     Ok((status, bytes.to_vec()))
 }
 
-#[derive(Deserialize)]
-struct ErrorEnvelope {
-    error: ErrorBody,
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    code: String,
-    #[serde(default)]
-    message: String,
-}
-
 /// The error of a non-success answer: the stable code when the body is the documented
 /// envelope, the raw status otherwise.
 pub(crate) fn error_from_answer(status: u16, bytes: &[u8]) -> ClientError {
-    match serde_json::from_slice::<ErrorEnvelope>(bytes) {
-        Ok(ErrorEnvelope { error }) => ClientError::Api {
+    match serde_json::from_slice::<ErrorBody>(bytes) {
+        Ok(ErrorBody { error }) => ClientError::Api {
             status,
             code: error.code,
             message: error.message,

@@ -28,7 +28,10 @@
 
 mod admin;
 mod client;
+mod cursor;
 pub mod error;
+#[cfg(test)]
+mod fixtures;
 mod http;
 mod raw;
 mod request;

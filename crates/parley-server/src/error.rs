@@ -1,7 +1,9 @@
 //! The one error type of the HTTP edge and its mapping to the stable codes of SPEC §6.
 //!
-//! Every refusal the server sends is built here, so the JSON shape
-//! `{"error": {"code": "...", "message": "..."}}` and the status of each code live in one place.
+//! Every refusal the server sends is built from an `ApiError`: each variant names one code of
+//! `parley_wire::ErrorCode`, which holds the code's status, and the body is
+//! `parley_wire::ErrorBody` (`{"error": {"code": "...", "message": "..."}}`), the shape the SDK
+//! reads.
 //! Messages never carry message bodies, tokens or internal store details: those may reach logs
 //! through `tracing`, never clients.
 
@@ -10,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use parley_domain::Rejection;
 use parley_store::StoreError;
-use serde::Serialize;
+use parley_wire::{ErrorBody, ErrorCode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -59,51 +61,49 @@ impl ApiError {
         Self::BadRequest(message.into())
     }
 
+    /// The stable code of SPEC §6; `None` for the one answer outside its table, a method that
+    /// a known path does not have.
+    pub fn wire_code(&self) -> Option<ErrorCode> {
+        Some(match self {
+            Self::BadRequest(_) => ErrorCode::BadRequest,
+            Self::BodyTooLarge { .. } => ErrorCode::BodyTooLarge,
+            Self::RequestTooLarge { .. } => ErrorCode::RequestTooLarge,
+            Self::Unauthenticated => ErrorCode::Unauthenticated,
+            Self::NotMember => ErrorCode::NotMember,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::Forbidden(_) => ErrorCode::Forbidden,
+            Self::AlreadyMember => ErrorCode::AlreadyMember,
+            Self::AlreadyExists(_) => ErrorCode::AlreadyExists,
+            Self::IdempotencyMismatch => ErrorCode::IdempotencyMismatch,
+            Self::RecallWindowExpired => ErrorCode::RecallWindowExpired,
+            Self::NotSender => ErrorCode::NotSender,
+            Self::EpochChanged => ErrorCode::EpochChanged,
+            Self::RateLimited => ErrorCode::RateLimited,
+            Self::MethodNotAllowed => return None,
+            Self::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
+            Self::Unavailable { .. } => ErrorCode::Unavailable,
+        })
+    }
+
     /// The stable code clients branch on; it never changes once published.
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::BadRequest(_) => "BAD_REQUEST",
-            Self::BodyTooLarge { .. } => "BODY_TOO_LARGE",
-            Self::RequestTooLarge { .. } => "REQUEST_TOO_LARGE",
-            Self::Unauthenticated => "UNAUTHENTICATED",
-            Self::NotMember => "NOT_MEMBER",
-            Self::NotFound(_) => "NOT_FOUND",
-            Self::Forbidden(_) => "FORBIDDEN",
-            Self::AlreadyMember => "ALREADY_MEMBER",
-            Self::AlreadyExists(_) => "ALREADY_EXISTS",
-            Self::IdempotencyMismatch => "IDEMPOTENCY_MISMATCH",
-            Self::RecallWindowExpired => "RECALL_WINDOW_EXPIRED",
-            Self::NotSender => "NOT_SENDER",
-            Self::EpochChanged => "EPOCH_CHANGED",
-            Self::RateLimited => "RATE_LIMITED",
-            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            Self::OutcomeUnknown { .. } => "OUTCOME_UNKNOWN",
-            Self::Unavailable { .. } => "UNAVAILABLE",
-        }
+        self.wire_code()
+            .map_or(METHOD_NOT_ALLOWED_CODE, ErrorCode::as_str)
     }
 
     pub fn status(&self) -> StatusCode {
-        match self {
-            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::BodyTooLarge { .. } | Self::RequestTooLarge { .. } => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
-            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
-            Self::NotMember | Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::Forbidden(_) | Self::NotSender => StatusCode::FORBIDDEN,
-            Self::AlreadyMember
-            | Self::AlreadyExists(_)
-            | Self::IdempotencyMismatch
-            | Self::RecallWindowExpired
-            | Self::EpochChanged => StatusCode::CONFLICT,
-            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::OutcomeUnknown { .. } | Self::Unavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+        match self.wire_code() {
+            // Every status of the table is a valid one; the fallback is never taken.
+            Some(code) => StatusCode::from_u16(code.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            None => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 }
+
+/// The code of a 405, which SPEC §6's table does not list: the router answers it, never a
+/// handler, so clients meet it only when calling a path with the wrong method.
+const METHOD_NOT_ALLOWED_CODE: &str = "METHOD_NOT_ALLOWED";
 
 impl From<Rejection> for ApiError {
     fn from(r: Rejection) -> Self {
@@ -135,17 +135,6 @@ impl From<StoreError> for ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: ErrorDetail<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorDetail<'a> {
-    code: &'a str,
-    message: String,
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match &self {
@@ -157,12 +146,7 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code(),
-                message: self.to_string(),
-            },
-        };
+        let body = ErrorBody::new(self.code(), self.to_string());
         (self.status(), Json(body)).into_response()
     }
 }
@@ -211,6 +195,11 @@ mod tests {
             assert_eq!(err.code(), code);
             assert_eq!(err.status().as_u16(), status, "{code}");
         }
+        let wrong_method = ApiError::MethodNotAllowed;
+        assert_eq!(
+            (wrong_method.code(), wrong_method.status().as_u16()),
+            ("METHOD_NOT_ALLOWED", 405)
+        );
     }
 
     #[test]

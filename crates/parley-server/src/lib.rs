@@ -13,6 +13,7 @@ pub mod error;
 pub mod gateway;
 pub mod path;
 pub mod query;
+pub mod request;
 pub mod retention;
 mod routes;
 pub mod service;

@@ -8,11 +8,13 @@
 
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
-use parley_domain::{ConvId, DeviceId, IdError, UserId};
+use parley_domain::{ConvId, DeviceId, UserId};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::error::ApiError;
+use crate::request::fields::seq;
+pub use crate::request::fields::{conv_id, device_id, group_conv_id, user_id};
 
 /// Path parameters of type `T`, or the 400 to answer once the handler gets that far.
 pub struct DeferredPath<T>(Result<T, ApiError>);
@@ -37,22 +39,6 @@ where
             .map_err(|e| ApiError::bad_request(format!("invalid path: {}", e.body_text())));
         Ok(Self(parsed))
     }
-}
-
-fn bad_id(e: IdError) -> ApiError {
-    ApiError::bad_request(e.to_string())
-}
-
-pub fn conv_id(raw: &str) -> Result<ConvId, ApiError> {
-    ConvId::parse(raw).map_err(bad_id)
-}
-
-pub fn user_id(raw: &str) -> Result<UserId, ApiError> {
-    UserId::parse(raw).map_err(bad_id)
-}
-
-pub fn device_id(raw: &str) -> Result<DeviceId, ApiError> {
-    DeviceId::parse(raw).map_err(bad_id)
 }
 
 /// `/v1/conversations/{conv_id}/…`
@@ -89,12 +75,7 @@ pub struct ConvSeqPath {
 
 impl ConvSeqPath {
     pub fn ids(&self) -> Result<(ConvId, i64), ApiError> {
-        let conv_id = conv_id(&self.conv_id)?;
-        let seq = self
-            .seq
-            .parse()
-            .map_err(|_| ApiError::bad_request("seq must be an integer"))?;
-        Ok((conv_id, seq))
+        Ok((conv_id(&self.conv_id)?, seq(&self.seq)?))
     }
 }
 

@@ -11,6 +11,7 @@ use parley_domain::limits::page_limit;
 use parley_store::EventsQuery;
 
 use crate::error::ApiError;
+use crate::request::fields;
 
 /// The decoded `key=value` pairs of a query string, in order, or the 400 to answer.
 pub struct QueryPairs(Result<Vec<(String, String)>, ApiError>);
@@ -57,30 +58,16 @@ fn find<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// A cursor or epoch: a whole number, zero or more.
+/// A cursor or epoch, when given (`fields::cursor`).
 fn non_negative(pairs: &[(String, String)], name: &str) -> Result<Option<i64>, ApiError> {
-    let Some(raw) = find(pairs, name) else {
-        return Ok(None);
-    };
-    match raw.parse::<i64>() {
-        Ok(n) if n >= 0 => Ok(Some(n)),
-        _ => Err(ApiError::bad_request(format!(
-            "`{name}` must be a whole number of zero or more"
-        ))),
-    }
+    find(pairs, name)
+        .map(|raw| fields::cursor(name, raw))
+        .transpose()
 }
 
-/// A page size: at least 1; sizes above the maximum are clamped, not refused (SPEC §5).
+/// A page size (`fields::limit`), or the default.
 fn limit(pairs: &[(String, String)]) -> Result<u32, ApiError> {
-    let Some(raw) = find(pairs, "limit") else {
-        return Ok(page_limit(None));
-    };
-    match raw.parse::<i64>() {
-        Ok(n) if n >= 1 => Ok(page_limit(Some(u32::try_from(n).unwrap_or(u32::MAX)))),
-        _ => Err(ApiError::bad_request(
-            "`limit` must be a whole number of 1 or more",
-        )),
-    }
+    find(pairs, "limit").map_or(Ok(page_limit(None)), fields::limit)
 }
 
 /// `?after=N[&epoch=E]` reads ascending, `?before=N` descending, neither the newest page.

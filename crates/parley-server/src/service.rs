@@ -14,22 +14,10 @@ use parley_bus::Notice;
 use parley_domain::{Body, ClientMsgId, ConvId, ConversationView, DeviceId, Event, Role, UserId};
 use parley_store::token::new_device_token;
 use parley_store::{DeviceIdentity, NewConversation, SendRequest};
-use serde::Serialize;
+use parley_wire::{RecallAck, SendAck};
 
 use crate::error::ApiError;
 use crate::state::AppState;
-
-/// The ack of a send: the event is committed in the store (SPEC §1, ack).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SendAck {
-    pub conv_id: ConvId,
-    pub seq: i64,
-    pub message_id: uuid::Uuid,
-    pub dup: bool,
-    /// Present only when the answer came from the tombstone of a purged event.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub purged: bool,
-}
 
 /// The result of a create request: the conversation as the creator sees it, and whether this
 /// request created it (false when a direct chat of the pair already existed).
@@ -63,9 +51,9 @@ pub async fn send(
         announce(state, event);
     }
     Ok(SendAck {
-        conv_id: outcome.conv_id,
+        conv_id: outcome.conv_id.into_string(),
         seq: outcome.seq,
-        message_id: outcome.message_id,
+        message_id: outcome.message_id.to_string(),
         dup: outcome.dup,
         purged: outcome.purged,
     })
@@ -116,13 +104,6 @@ pub async fn remove_member(
     let seq = change.event.seq;
     announce(state, change.event);
     Ok(seq)
-}
-
-/// The answer to a recall: the seq of the recall event and of the recalled message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RecallAck {
-    pub seq: i64,
-    pub target_seq: i64,
 }
 
 /// Recalls `target_seq` as the caller; a newly written recall event is announced and so

@@ -13,7 +13,7 @@ use crate::client::Client;
 use crate::error::ClientError;
 use crate::http::error_from_answer;
 use crate::ws::frames::{CLOSE_KICKED, CLOSE_REVOKED};
-use crate::ws::StopReason;
+use crate::ws::protocol::StopReason;
 
 pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 

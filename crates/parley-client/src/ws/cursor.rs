@@ -1,34 +1,14 @@
-//! Per-conversation cursors: which events the app already has, and what a pushed event or a
-//! fetched page means for it.
-//!
-//! The logic is pure (no IO), so the rules that make delivery exact are tested on their own:
-//! a seq at or below the cursor is a duplicate; `cursor + 1` is the next event; anything
-//! beyond is a gap to fetch; a fetched page moves the cursor to its `through_seq`, not to its
-//! last event, so seqs the user cannot see never look like a gap.
+//! The cursors of a realtime session: one conversation cursor (`cursor.rs`, whose rules the
+//! catch-up of a [`crate::SyncState`] follows too) per tracked conversation, whether it waits
+//! for a catch-up, and the checks that keep a fetch from applying to a cursor that moved while
+//! the fetch was in flight.
 
 use std::collections::HashMap;
 
+use crate::cursor::{ConvCursor, Progress};
 use crate::types::{Event, EventsPage};
 
-/// Where the app stands in one conversation: the log's epoch and the last seq it has (0: none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
-    pub epoch: i64,
-    pub seq: i64,
-}
-
-/// What a pushed seq means for a conversation's cursor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// The conversation is not tracked.
-    Untracked,
-    /// At or below the cursor: the app has it already.
-    Seen,
-    /// Exactly `cursor + 1`: deliver it and advance.
-    Next,
-    /// Beyond `cursor + 1`: the events in between must be fetched first.
-    Gap,
-}
+pub use crate::cursor::{Position, Verdict};
 
 /// The events of a page that the app does not have yet, and where the cursor went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +22,7 @@ pub struct PageOutcome {
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    position: Position,
+    cursor: ConvCursor,
     /// The conversation must be caught up through events-after (newly tracked, or a fetch
     /// failed and is to be retried).
     stale: bool,
@@ -62,13 +42,7 @@ impl Cursors {
     /// Tracks `conv_id` from `position`, replacing any earlier cursor, and marks it stale so it
     /// is caught up: the app may lack events committed before it started tracking.
     pub fn track(&mut self, conv_id: &str, position: Position) {
-        self.convs.insert(
-            conv_id.to_owned(),
-            Entry {
-                position,
-                stale: true,
-            },
-        );
+        self.insert(conv_id, position, true);
     }
 
     /// Tracks `conv_id` from `position` unless it is tracked already; answers whether it was
@@ -77,14 +51,14 @@ impl Cursors {
         if self.convs.contains_key(conv_id) {
             return false;
         }
-        self.convs.insert(
-            conv_id.to_owned(),
-            Entry {
-                position,
-                stale: false,
-            },
-        );
+        self.insert(conv_id, position, false);
         true
+    }
+
+    fn insert(&mut self, conv_id: &str, position: Position, stale: bool) {
+        let cursor = ConvCursor::new(position);
+        self.convs
+            .insert(conv_id.to_owned(), Entry { cursor, stale });
     }
 
     pub fn untrack(&mut self, conv_id: &str) {
@@ -92,7 +66,7 @@ impl Cursors {
     }
 
     pub fn position(&self, conv_id: &str) -> Option<Position> {
-        self.convs.get(conv_id).map(|e| e.position)
+        self.convs.get(conv_id).map(|e| e.cursor.position())
     }
 
     pub fn tracked(&self) -> Vec<String> {
@@ -100,23 +74,16 @@ impl Cursors {
     }
 
     pub fn verdict(&self, conv_id: &str, seq: i64) -> Verdict {
-        match self.convs.get(conv_id) {
-            None => Verdict::Untracked,
-            Some(e) if seq <= e.position.seq => Verdict::Seen,
-            Some(e) if seq == e.position.seq + 1 => Verdict::Next,
-            Some(_) => Verdict::Gap,
-        }
+        self.convs
+            .get(conv_id)
+            .map_or(Verdict::Untracked, |e| e.cursor.verdict(seq))
     }
 
     /// Advances past `seq` when it is the next event; answers whether it is to be delivered.
     pub fn accept(&mut self, conv_id: &str, seq: i64) -> bool {
-        match self.convs.get_mut(conv_id) {
-            Some(e) if seq == e.position.seq + 1 => {
-                e.position.seq = seq;
-                true
-            }
-            _ => false,
-        }
+        self.convs
+            .get_mut(conv_id)
+            .is_some_and(|e| e.cursor.accept(seq))
     }
 
     /// Applies a page of events-after fetched from `from`. Answers `None`, changing nothing,
@@ -128,38 +95,28 @@ impl Cursors {
         from: Position,
         page: EventsPage,
     ) -> Option<PageOutcome> {
-        let entry = self.convs.get_mut(conv_id)?;
-        if entry.position != from {
-            return None;
-        }
-        let events: Vec<Event> = page
-            .events
-            .into_iter()
-            .filter(|e| e.seq > from.seq)
-            .collect();
-        let last_event = events.last().map_or(from.seq, |e| e.seq);
-        let seq = from.seq.max(page.through_seq).max(last_event);
-        entry.position = Position {
-            epoch: page.epoch,
-            seq,
-        };
+        let entry = self.at_mut(conv_id, from)?;
+        let step = entry.cursor.apply_page(page);
         Some(PageOutcome {
-            events,
-            truncated: page.truncated,
-            position: entry.position,
+            events: step.events,
+            truncated: step.restart,
+            position: entry.cursor.position(),
         })
     }
 
     /// Restarts `conv_id` at `epoch` with no events, after the server said the cursor belongs to
     /// another epoch; answers false, changing nothing, when the cursor moved meanwhile.
     pub fn reset_epoch(&mut self, conv_id: &str, from: Position, epoch: i64) -> bool {
-        match self.convs.get_mut(conv_id) {
-            Some(e) if e.position == from => {
-                e.position = Position { epoch, seq: 0 };
-                true
-            }
-            _ => false,
-        }
+        self.at_mut(conv_id, from)
+            .map(|e| e.cursor.reset_epoch(epoch))
+            .is_some()
+    }
+
+    /// The entry of `conv_id` if its cursor still stands at `from`.
+    fn at_mut(&mut self, conv_id: &str, from: Position) -> Option<&mut Entry> {
+        self.convs
+            .get_mut(conv_id)
+            .filter(|e| e.cursor.position() == from)
     }
 
     pub fn mark_stale(&mut self, conv_id: &str) {
@@ -185,91 +142,48 @@ impl Cursors {
 /// `head` is complete: the cursor reached `target` (the head when `None`), reached the head
 /// (nothing more exists yet), or the page made no progress (asking again would loop).
 pub fn fill_finished(before: i64, after: i64, head: i64, target: Option<i64>) -> bool {
-    after >= target.unwrap_or(head).min(head) || after <= before
+    Progress::of(before, after, head) != Progress::More || target.is_some_and(|t| after >= t)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::EventKind;
-
-    fn event(seq: i64) -> Event {
-        Event {
-            conv_id: "c".into(),
-            seq,
-            kind: EventKind::Msg,
-            created_at: "2024-01-01T00:00:00Z".into(),
-            message_id: None,
-            sender_user: None,
-            sender_device: None,
-            client_msg_id: None,
-            body: None,
-            recalled: false,
-            subject_user: None,
-            target_seq: None,
-        }
-    }
-
-    fn page(seqs: &[i64], through_seq: i64, head: i64) -> EventsPage {
-        EventsPage {
-            events: seqs.iter().copied().map(event).collect(),
-            head,
-            min_seq: 1,
-            epoch: 1,
-            through_seq,
-            truncated: false,
-            next_before: None,
-        }
-    }
+    use crate::fixtures::{page, seqs};
 
     fn at(seq: i64) -> Position {
         Position { epoch: 1, seq }
     }
 
-    fn seqs(outcome: &PageOutcome) -> Vec<i64> {
-        outcome.events.iter().map(|e| e.seq).collect()
-    }
-
     #[test]
-    fn pushes_are_sorted_into_seen_next_and_gap() {
+    fn only_tracked_conversations_take_pushes() {
         let mut c = Cursors::new();
         assert_eq!(c.verdict("c", 1), Verdict::Untracked);
+        assert!(!c.accept("c", 1));
         c.track("c", at(5));
-        assert_eq!(c.verdict("c", 4), Verdict::Seen);
         assert_eq!(c.verdict("c", 5), Verdict::Seen);
         assert_eq!(c.verdict("c", 6), Verdict::Next);
         assert_eq!(c.verdict("c", 8), Verdict::Gap);
-    }
-
-    #[test]
-    fn accept_delivers_each_seq_once_and_in_order() {
-        let mut c = Cursors::new();
-        c.track("c", at(0));
-        assert!(c.accept("c", 1));
-        assert!(!c.accept("c", 1), "a repeat is dropped");
-        assert!(!c.accept("c", 3), "a gap is not skipped");
-        assert!(c.accept("c", 2));
-        assert_eq!(c.position("c"), Some(at(2)));
+        assert!(c.accept("c", 6));
+        assert!(!c.accept("c", 6), "a repeat is dropped");
+        assert_eq!(c.position("c"), Some(at(6)));
         assert!(!c.accept("other", 1));
     }
 
     #[test]
-    fn a_page_advances_to_through_seq_not_to_its_last_event() {
+    fn a_page_outcome_carries_the_new_events_truncation_and_position() {
         let mut c = Cursors::new();
         c.track("c", at(2));
         // Seqs 6..=9 are outside the user's membership: the server examined them, sent nothing.
-        let out = c.apply_page("c", at(2), page(&[3, 4, 5], 9, 9)).unwrap();
-        assert_eq!(seqs(&out), [3, 4, 5]);
+        let out = c.apply_page("c", at(2), page(&[1, 3, 4, 5], 9, 9)).unwrap();
+        assert_eq!((seqs(&out.events), out.truncated), (vec![3, 4, 5], false));
         assert_eq!(out.position, at(9));
         assert_eq!(c.verdict("c", 10), Verdict::Next, "no phantom gap at 6..=9");
-    }
-
-    #[test]
-    fn a_page_drops_what_the_cursor_already_covers() {
-        let mut c = Cursors::new();
-        c.track("c", at(4));
-        let out = c.apply_page("c", at(4), page(&[3, 4, 5, 6], 6, 6)).unwrap();
-        assert_eq!(seqs(&out), [5, 6]);
+        let mut p = page(&[50, 51], 51, 51);
+        p.truncated = true;
+        p.min_seq = 50;
+        let out = c.apply_page("c", at(9), p).unwrap();
+        assert!(out.truncated);
+        assert_eq!((seqs(&out.events), out.position), (vec![50, 51], at(51)));
     }
 
     #[test]
@@ -283,22 +197,12 @@ mod tests {
     }
 
     #[test]
-    fn a_truncated_page_restarts_at_min_seq() {
-        let mut c = Cursors::new();
-        c.track("c", at(3));
-        let mut p = page(&[50, 51], 51, 51);
-        p.truncated = true;
-        p.min_seq = 50;
-        let out = c.apply_page("c", at(3), p).unwrap();
-        assert!(out.truncated);
-        assert_eq!((seqs(&out), out.position), (vec![50, 51], at(51)));
-    }
-
-    #[test]
-    fn a_new_epoch_restarts_from_nothing() {
+    fn a_new_epoch_restarts_from_nothing_unless_the_cursor_moved() {
         let mut c = Cursors::new();
         c.track("c", at(7));
         assert!(!c.reset_epoch("c", at(6), 2), "stale expectation");
+        assert_eq!(c.position("c"), Some(at(7)));
+        assert!(!c.reset_epoch("gone", at(7), 2));
         assert!(c.reset_epoch("c", at(7), 2));
         assert_eq!(c.position("c"), Some(Position { epoch: 2, seq: 0 }));
         let mut p = page(&[1], 1, 1);
@@ -330,5 +234,6 @@ mod tests {
         assert!(fill_finished(0, 12, 12, None), "head reached");
         assert!(fill_finished(0, 8, 8, Some(10)), "target beyond head");
         assert!(fill_finished(4, 4, 9, None), "no progress");
+        assert!(!fill_finished(0, 4, 9, None), "more to come");
     }
 }

@@ -19,8 +19,8 @@ use crate::ws::connection::{self, on_close, Ended, Silence, Socket};
 use crate::ws::fetch::{Link, Stashed};
 use crate::ws::frames::{ClientFrame, Request, ServerFrame};
 use crate::ws::options::RealtimeOptions;
+use crate::ws::protocol::{Command, Delivery, Reply, Shared, StopReason};
 use crate::ws::sequencer::{Sequencer, Stopped};
-use crate::ws::session::{Command, Delivery, Reply, Shared, StopReason};
 
 /// Longest wait for the server to acknowledge our close frame when the app closes the session.
 const CLOSE_WAIT_MS: u64 = 1_000;

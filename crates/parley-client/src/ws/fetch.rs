@@ -28,17 +28,6 @@ pub(crate) enum Stashed {
     Message(Message),
 }
 
-/// Where the sequencer fetches the events that pushes missed.
-pub(crate) trait Fetch {
-    async fn events_after(
-        &mut self,
-        conv_id: &str,
-        after: i64,
-        limit: u32,
-        epoch: i64,
-    ) -> Result<EventsPage, ClientError>;
-}
-
 /// The driver's side of fetching on its socket: the request counter it shares with every other
 /// request it writes, the frames kept while a fetch waits, and how long a fetch may wait.
 pub(crate) struct Link {
@@ -70,14 +59,15 @@ impl Link {
     }
 }
 
-/// A fetch on the session's socket, for the driver that owns it.
+/// A fetch on the session's socket, for the driver that owns it: where the sequencer fetches
+/// the events that pushes missed.
 pub(crate) struct SocketFetch<'a> {
     socket: &'a mut Socket,
     link: &'a mut Link,
 }
 
-impl Fetch for SocketFetch<'_> {
-    async fn events_after(
+impl SocketFetch<'_> {
+    pub(crate) async fn events_after(
         &mut self,
         conv_id: &str,
         after: i64,
@@ -105,9 +95,7 @@ impl Fetch for SocketFetch<'_> {
             .await
             .map_err(|_| ClientError::NoAnswer { waited_ms })?
     }
-}
 
-impl SocketFetch<'_> {
     /// Reads the socket until the answer to `req_id` arrives, keeping everything else.
     async fn answer(&mut self, req_id: &str) -> Result<EventsPage, ClientError> {
         let lost = |reason: &str| ClientError::Disconnected {

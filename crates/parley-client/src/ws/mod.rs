@@ -36,6 +36,7 @@ mod driver;
 mod fetch;
 pub mod frames;
 mod options;
+mod protocol;
 mod sequencer;
 mod session;
 
@@ -46,4 +47,5 @@ pub use options::{
     RECONNECT_BACKOFF_FIRST_MS_DEFAULT, RECONNECT_BACKOFF_MAX_MS_DEFAULT,
     REQUESTS_IN_FLIGHT_MAX_DEFAULT, SILENCE_MAX_MS_DEFAULT,
 };
-pub use session::{Delivery, Realtime, RealtimeHandle, StopReason};
+pub use protocol::{Delivery, StopReason};
+pub use session::{Realtime, RealtimeHandle};

@@ -11,9 +11,9 @@ use crate::client::Client;
 use crate::error::{code, ClientError};
 use crate::types::Event;
 use crate::ws::cursor::{fill_finished, Position, Verdict};
-use crate::ws::fetch::Fetch;
+use crate::ws::fetch::SocketFetch;
 use crate::ws::options::RealtimeOptions;
-use crate::ws::session::{Delivery, Shared};
+use crate::ws::protocol::{Delivery, Shared};
 
 /// The session was closed while the sequencer waited (for the app, or for the server).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl Sequencer {
     /// preceded by the missing events when it lies beyond a gap.
     pub(crate) async fn on_event(
         &self,
-        fetch: &mut impl Fetch,
+        fetch: &mut SocketFetch<'_>,
         event: Event,
     ) -> Result<(), Stopped> {
         let conv_id = event.conv_id.clone();
@@ -96,7 +96,7 @@ impl Sequencer {
     /// New events exist up to `head`: fetch them.
     pub(crate) async fn on_hint(
         &self,
-        fetch: &mut impl Fetch,
+        fetch: &mut SocketFetch<'_>,
         conv_id: &str,
         head: i64,
     ) -> Result<(), Stopped> {
@@ -109,7 +109,7 @@ impl Sequencer {
 
     /// Catches every tracked conversation up to its head, after a new connection replaced a
     /// lost one: pushes sent while no connection existed are gone.
-    pub(crate) async fn resync_all(&self, fetch: &mut impl Fetch) -> Result<(), Stopped> {
+    pub(crate) async fn resync_all(&self, fetch: &mut SocketFetch<'_>) -> Result<(), Stopped> {
         let tracked = {
             let mut cursors = self.shared.cursors();
             cursors.take_stale();
@@ -122,7 +122,7 @@ impl Sequencer {
     }
 
     /// Catches up the conversations that were newly tracked or whose last fetch failed.
-    pub(crate) async fn resync_stale(&self, fetch: &mut impl Fetch) -> Result<(), Stopped> {
+    pub(crate) async fn resync_stale(&self, fetch: &mut SocketFetch<'_>) -> Result<(), Stopped> {
         let stale = self.shared.cursors().take_stale();
         for conv_id in stale {
             self.catch_up(fetch, &conv_id, None).await?;
@@ -152,15 +152,12 @@ impl Sequencer {
                 return Ok(());
             }
         };
-        let from = if self.auto_track_full {
-            conv.min_seq - 1
+        let first_seq = if self.auto_track_full {
+            conv.min_seq
         } else {
-            seq - 1
+            seq
         };
-        let position = Position {
-            epoch: conv.epoch,
-            seq: from.max(0),
-        };
+        let position = Position::before(conv.epoch, first_seq);
         self.shared.cursors().adopt(conv_id, position);
         Ok(())
     }
@@ -170,7 +167,7 @@ impl Sequencer {
     /// the next ping; a conversation the user cannot read at all is no longer tracked.
     pub(crate) async fn catch_up(
         &self,
-        fetch: &mut impl Fetch,
+        fetch: &mut SocketFetch<'_>,
         conv_id: &str,
         target: Option<i64>,
     ) -> Result<(), Stopped> {
@@ -193,7 +190,7 @@ impl Sequencer {
 
     async fn fill(
         &self,
-        fetch: &mut impl Fetch,
+        fetch: &mut SocketFetch<'_>,
         conv_id: &str,
         target: Option<i64>,
     ) -> Result<(), FillError> {

@@ -2,112 +2,26 @@
 //! [`RealtimeHandle`] (requests only, cheap to clone into other tasks).
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::retry::RetryPolicy;
-use crate::types::{Event, EventsPage, ReadAck, SendAck};
+use crate::types::{EventsPage, ReadAck, SendAck};
 use crate::ws::connection;
-use crate::ws::cursor::{Cursors, Position};
+use crate::ws::cursor::Position;
 use crate::ws::driver::Driver;
 use crate::ws::frames::{decode_ack, Request};
 use crate::ws::options::RealtimeOptions;
-
-/// What the session hands the app, in order. Events of one conversation come in strictly
-/// increasing seq order and never twice, whether they were pushed or fetched to fill a gap.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery {
-    Event(Event),
-    /// The user's read position moved on another device.
-    Read {
-        conv_id: String,
-        read_seq: i64,
-    },
-    /// Events between the app's cursor and the conversation's `min_seq` were purged; the
-    /// events that follow start at `min_seq`.
-    Truncated {
-        conv_id: String,
-    },
-    /// The conversation's log was rebuilt: the app's copy is void and the conversation is
-    /// delivered again from its start in the new `epoch`.
-    EpochChanged {
-        conv_id: String,
-        epoch: i64,
-    },
-    /// A newer connection of this device took over; the session has stopped.
-    Kicked,
-    /// The device's token was revoked or re-issued; the session has stopped.
-    Revoked,
-    /// The session stopped after `reconnect_attempts_max` failed reconnect attempts.
-    Unreachable,
-    /// A new connection replaced a lost one; catch-up events of tracked conversations follow.
-    /// An app keeping a [`crate::SyncState`] calls [`Client::catch_up`] now: conversations it
-    /// does not track may have changed too.
-    Reconnected,
-}
-
-/// Why a session stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// [`RealtimeHandle::close`], or every handle was dropped.
-    Closed,
-    Kicked,
-    Revoked,
-    Unreachable,
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Closed => "closed by the app",
-            Self::Kicked => "replaced by a newer connection of this device",
-            Self::Revoked => "the device token was revoked",
-            Self::Unreachable => "the server stayed unreachable",
-        })
-    }
-}
-
-pub(crate) type Reply = oneshot::Sender<Result<Value, ClientError>>;
-
-pub(crate) enum Command {
-    /// A request to write with a fresh `req_id`; its answer goes to `reply`.
-    Request { request: Request, reply: Reply },
-    /// Drop the connection and come back at once.
-    Reconnect,
-}
-
-/// State the app's handles and the background task both reach.
-#[derive(Default)]
-pub(crate) struct Shared {
-    cursors: Mutex<Cursors>,
-    /// Woken when a conversation became stale and should be caught up soon.
-    pub(crate) wake: Notify,
-    stopped: Mutex<Option<StopReason>>,
-}
-
-impl Shared {
-    /// The cursors; a panic elsewhere while they were held leaves them consistent (every
-    /// change is a single assignment), so a poisoned lock is still used.
-    pub(crate) fn cursors(&self) -> MutexGuard<'_, Cursors> {
-        self.cursors.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
-        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn set_stopped(&self, reason: StopReason) {
-        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
-    }
-}
+use crate::ws::protocol::{Command, Delivery, Shared, StopReason};
 
 struct Inner {
     commands: mpsc::Sender<Command>,
@@ -193,40 +107,16 @@ impl Realtime {
     pub fn handle(&self) -> RealtimeHandle {
         self.handle.clone()
     }
+}
 
-    /// See [`RealtimeHandle::send`].
-    pub async fn send(
-        &self,
-        conv_id: &str,
-        client_msg_id: &str,
-        body: &str,
-    ) -> Result<SendAck, ClientError> {
-        self.handle.send(conv_id, client_msg_id, body).await
-    }
+/// The session's requests are those of its handle: [`RealtimeHandle::send`],
+/// [`RealtimeHandle::mark_read`], [`RealtimeHandle::track`] and the rest are called on the
+/// session itself as well.
+impl Deref for Realtime {
+    type Target = RealtimeHandle;
 
-    /// See [`RealtimeHandle::mark_read`].
-    pub async fn mark_read(&self, conv_id: &str, seq: i64) -> Result<ReadAck, ClientError> {
-        self.handle.mark_read(conv_id, seq).await
-    }
-
-    /// See [`RealtimeHandle::ping`].
-    pub async fn ping(&self) -> Result<Duration, ClientError> {
-        self.handle.ping().await
-    }
-
-    /// See [`RealtimeHandle::track`].
-    pub fn track(&self, conv_id: &str, epoch: i64, cursor: i64) {
-        self.handle.track(conv_id, epoch, cursor);
-    }
-
-    /// See [`RealtimeHandle::cursor`].
-    pub fn cursor(&self, conv_id: &str) -> Option<(i64, i64)> {
-        self.handle.cursor(conv_id)
-    }
-
-    /// See [`RealtimeHandle::close`].
-    pub async fn close(&self) {
-        self.handle.close().await;
+    fn deref(&self) -> &RealtimeHandle {
+        &self.handle
     }
 }
 

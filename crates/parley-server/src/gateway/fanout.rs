@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::ws::{Message, Utf8Bytes};
+use axum::extract::ws::Message;
 use parley_bus::{Announcement, Committed, Subscription};
 use parley_domain::{ConvId, DeliveryMode, Event, EventKind, UserId};
 use parley_store::{MemberSnapshot, Store};
@@ -58,9 +58,7 @@ pub struct Fanout {
 
 /// The event frame of SPEC §7, serialised once and shared by every recipient.
 pub fn event_frame(event: &Event) -> Option<Message> {
-    let text =
-        serde_json::to_string(&serde_json::json!({ "type": "event", "event": event })).ok()?;
-    Some(Message::Text(Utf8Bytes::from(text)))
+    super::frames::event(event)
 }
 
 impl Fanout {

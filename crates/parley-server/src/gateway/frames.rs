@@ -1,89 +1,116 @@
-//! WebSocket frames of SPEC §7: what clients send, and the frames the server builds.
+//! The frames of SPEC §7 as the server writes them, on the shapes of `parley_wire::frame`,
+//! and the client frame as the server reads it.
 
 use axum::extract::ws::{Message, Utf8Bytes};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use parley_domain::Event;
+use parley_wire::ServerFrame;
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 
-/// A frame from the client. Unknown fields are refused like on HTTP.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-pub enum ClientFrame {
-    Send {
-        req_id: Value,
-        conv_id: String,
-        client_msg_id: String,
-        body: String,
-    },
-    Read {
-        req_id: Value,
-        conv_id: String,
-        seq: i64,
-    },
-    Sync {
-        req_id: Value,
-        conv_id: String,
-        after: i64,
-        limit: Option<u32>,
-        epoch: Option<i64>,
-    },
-    Ping {
-        req_id: Value,
-    },
-}
+/// A frame from the client, its `req_id` kept as sent so the answer echoes it unchanged.
+/// Unknown fields are refused like on HTTP.
+pub type ClientFrame = parley_wire::ClientFrame<Value>;
+
+/// A frame the server writes: `req_id`s as the client sent them, events as the store returned
+/// them.
+type Outgoing<'a> = ServerFrame<Value, &'a Event>;
 
 /// The `req_id` of a frame that failed to parse, so the error still reaches the right request.
 pub fn req_id_of(value: &Value) -> Value {
     value.get("req_id").cloned().unwrap_or(Value::Null)
 }
 
-fn text(value: Value) -> Message {
-    Message::Text(Utf8Bytes::from(value.to_string()))
+fn encode(frame: &Outgoing<'_>) -> Result<Message, serde_json::Error> {
+    Ok(Message::Text(Utf8Bytes::from(serde_json::to_string(
+        frame,
+    )?)))
+}
+
+fn text(frame: &Outgoing<'_>) -> Message {
+    // Strings, integers and JSON values always serialise; an empty frame would be ignored.
+    encode(frame).unwrap_or_else(|_| Message::Text(Utf8Bytes::default()))
 }
 
 /// `{type:"ack", req_id, …fields}`: `fields` is the JSON object of the HTTP answer.
 pub fn ack(req_id: Value, fields: Value) -> Message {
-    let mut frame = match fields {
+    let fields = match fields {
         Value::Object(map) => map,
         other => {
-            let mut map = serde_json::Map::new();
+            let mut map = Map::new();
             map.insert("result".into(), other);
             map
         }
     };
-    frame.insert("type".into(), json!("ack"));
-    frame.insert("req_id".into(), req_id);
-    text(Value::Object(frame))
+    text(&ServerFrame::Ack { req_id, fields })
+}
+
+/// The answer to a request: its `ack`, or its `error`. An answer that cannot be encoded is
+/// `UNAVAILABLE`, like any failure before a write.
+pub fn reply<T: Serialize>(req_id: Value, answer: Result<T, ApiError>) -> Message {
+    let fields = answer.and_then(|a| {
+        serde_json::to_value(&a).map_err(|e| ApiError::Unavailable {
+            detail: format!("encoding failed: {e}"),
+        })
+    });
+    match fields {
+        Ok(fields) => ack(req_id, fields),
+        Err(e) => error(req_id, &e),
+    }
 }
 
 pub fn error(req_id: Value, err: &ApiError) -> Message {
-    text(
-        json!({ "type": "error", "req_id": req_id, "code": err.code(), "message": err.to_string() }),
-    )
+    text(&ServerFrame::Error {
+        req_id,
+        code: err.code().to_owned(),
+        message: err.to_string(),
+    })
 }
 
 pub fn pong(req_id: Value) -> Message {
-    text(json!({ "type": "pong", "req_id": req_id }))
+    text(&ServerFrame::Pong { req_id })
 }
 
 pub fn read(conv_id: &str, read_seq: i64) -> Message {
-    text(json!({ "type": "read", "conv_id": conv_id, "read_seq": read_seq }))
+    text(&ServerFrame::Read {
+        conv_id: conv_id.to_owned(),
+        read_seq,
+    })
 }
 
 /// `{type:"hint", conv_id, head}`: events up to `head` exist in a pull conversation; the device
 /// fetches them itself (SPEC §8).
 pub fn hint(conv_id: &str, head: i64) -> Message {
-    text(json!({ "type": "hint", "conv_id": conv_id, "head": head }))
+    text(&ServerFrame::Hint {
+        conv_id: conv_id.to_owned(),
+        head,
+    })
 }
 
 pub fn kicked() -> Message {
-    text(json!({ "type": "kicked" }))
+    text(&ServerFrame::Kicked)
+}
+
+/// `{type:"event", event}`, serialised once and shared by every recipient.
+pub fn event(event: &Event) -> Option<Message> {
+    encode(&ServerFrame::Event { event }).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::{TimeZone, Utc};
+    use parley_domain::{ConvId, EventKind, UserId};
+    use parley_wire::Request;
+    use serde_json::json;
+
+    fn json_of(message: &Message) -> Value {
+        let Message::Text(t) = message else {
+            panic!("not text: {message:?}")
+        };
+        serde_json::from_str(t.as_str()).expect("json")
+    }
 
     #[test]
     fn frames_parse_strictly() {
@@ -91,7 +118,7 @@ mod tests {
             r#"{"type":"send","req_id":1,"conv_id":"c","client_msg_id":"m","body":"x"}"#,
         )
         .expect("send frame");
-        assert!(matches!(f, ClientFrame::Send { .. }));
+        assert!(matches!(f.request, Request::Send { .. }));
         let unknown =
             serde_json::from_str::<ClientFrame>(r#"{"type":"ping","req_id":1,"extra":true}"#);
         assert!(unknown.is_err(), "unknown field accepted");
@@ -103,10 +130,83 @@ mod tests {
 
     #[test]
     fn ack_carries_type_and_req_id() {
-        let Message::Text(t) = ack(json!(5), json!({"seq": 3})) else {
-            panic!("not text")
-        };
-        let v: Value = serde_json::from_str(t.as_str()).expect("json");
+        let v = json_of(&ack(json!(5), json!({"seq": 3})));
         assert_eq!(v, json!({"type": "ack", "req_id": 5, "seq": 3}));
+        let v = json_of(&reply(json!("r"), Ok(parley_wire::ReadAck { read_seq: 4 })));
+        assert_eq!(v, json!({"type": "ack", "req_id": "r", "read_seq": 4}));
+        let v = json_of(&reply::<()>(json!("r"), Err(ApiError::NotMember)));
+        assert_eq!(
+            v,
+            json!({"type": "error", "req_id": "r", "code": "NOT_MEMBER",
+                   "message": "not a member of this conversation"})
+        );
+    }
+
+    #[test]
+    fn pushes_have_the_fields_of_the_spec() {
+        assert_eq!(
+            json_of(&read("c", 8)),
+            json!({"type": "read", "conv_id": "c", "read_seq": 8})
+        );
+        assert_eq!(
+            json_of(&hint("g", 120)),
+            json!({"type": "hint", "conv_id": "g", "head": 120})
+        );
+        assert_eq!(json_of(&kicked()), json!({"type": "kicked"}));
+        assert_eq!(
+            json_of(&pong(Value::Null)),
+            json!({"type": "pong", "req_id": null})
+        );
+        let bad = error(Value::Null, &ApiError::bad_request("malformed JSON"));
+        assert_eq!(
+            json_of(&bad),
+            json!({"type": "error", "req_id": null, "code": "BAD_REQUEST",
+                   "message": "malformed JSON"})
+        );
+    }
+
+    /// The server writes its domain event; the SDK reads the wire's. Both must be the same JSON.
+    #[test]
+    fn pushed_events_read_back_as_the_wire_event_unchanged() {
+        let at = Utc
+            .with_ymd_and_hms(2024, 1, 2, 3, 4, 5)
+            .single()
+            .expect("a time");
+        let msg = Event {
+            conv_id: ConvId::from_trusted("c-1".into()),
+            seq: 3,
+            kind: EventKind::Msg,
+            created_at: at,
+            message_id: Some(uuid::Uuid::nil()),
+            sender_user: Some(UserId::from_trusted("ana".into())),
+            sender_device: Some("d1".into()),
+            client_msg_id: Some("m-1".into()),
+            body: Some("hi".into()),
+            recalled: false,
+            subject_user: None,
+            target_seq: None,
+        };
+        let recalled = Event {
+            body: None,
+            recalled: true,
+            ..msg.clone()
+        };
+        let join = Event {
+            seq: 4,
+            kind: EventKind::Join,
+            message_id: None,
+            sender_user: None,
+            sender_device: None,
+            client_msg_id: None,
+            body: None,
+            subject_user: Some(UserId::from_trusted("ben".into())),
+            ..msg.clone()
+        };
+        for event in [msg, recalled, join] {
+            let written = json_of(&super::event(&event).expect("encodes"));
+            let read: parley_wire::ServerFrame =
+                serde_json::from_value(written.clone()).expect("the SDK reads it");
+            assert_eq!(serde_json::to_value(&read).expect("encodes"), written);
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use axum::extract::ws::Message;
 use parley_domain::{DeviceId, UserId};
+use parley_wire::close::{CLOSE_GOING_AWAY, CLOSE_KICKED, CLOSE_REVOKED, CLOSE_TOO_SLOW};
 use tokio::sync::{mpsc, watch};
 
 /// Why a connection is being closed, and the close code the client sees (SPEC §7).
@@ -29,10 +30,10 @@ pub enum CloseReason {
 impl CloseReason {
     pub fn code(self) -> u16 {
         match self {
-            Self::Kicked => 4001,
-            Self::Revoked => 4003,
-            Self::TooSlow => 4008,
-            Self::Shutdown => 1001,
+            Self::Kicked => CLOSE_KICKED,
+            Self::Revoked => CLOSE_REVOKED,
+            Self::TooSlow => CLOSE_TOO_SLOW,
+            Self::Shutdown => CLOSE_GOING_AWAY,
             Self::Idle => 1000,
             Self::TooLarge => 1009,
             Self::Gone => 1000,

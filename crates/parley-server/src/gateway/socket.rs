@@ -15,21 +15,18 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
-use parley_domain::limits::page_limit;
-use parley_domain::{ClientMsgId, ConvId};
 use parley_store::token::hash_token;
-use parley_store::{DeviceIdentity, EventsQuery, Route};
+use parley_store::{DeviceIdentity, Route};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 
-use super::frames::{self, ClientFrame};
+use super::frames;
 use super::hub::{CloseReason, ConnHandle};
 use crate::auth::{authenticate_device, bearer_from_headers};
 use crate::error::ApiError;
-use crate::routes::messages::{check_body_size, parse_body};
-use crate::service;
+use crate::request::{frame, FrameRequest};
 use crate::state::AppState;
 
 /// Requests of one connection processed at once; past it the reader waits.
@@ -214,113 +211,36 @@ fn on_text(
     text: &str,
     inflight: &mut JoinSet<()>,
 ) {
-    let value: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(_) => {
-            handle.push(frames::error(
-                Value::Null,
-                &ApiError::bad_request("malformed JSON"),
-            ));
+    let (req_id, request) = frame::parse(text, state.config().limits.body_bytes_max);
+    let request = match request {
+        Ok(FrameRequest::Ping) => {
+            handle.push(frames::pong(req_id));
             return;
         }
-    };
-    let req_id = frames::req_id_of(&value);
-    if value.get("type").and_then(Value::as_str) == Some("send") {
-        if let Err(e) = check_body_size(&value, state.config().limits.body_bytes_max) {
+        Ok(request) => request,
+        Err(e) => {
             handle.push(frames::error(req_id, &e));
             return;
         }
-    }
-    let frame: ClientFrame = match serde_json::from_value(value) {
-        Ok(f) => f,
-        Err(e) => {
-            handle.push(frames::error(
-                req_id,
-                &ApiError::bad_request(format!("bad frame: {e}")),
-            ));
-            return;
-        }
     };
-    if let ClientFrame::Ping { req_id } = frame {
-        handle.push(frames::pong(req_id));
-        return;
-    }
     let (state, device, handle) = (state.clone(), device.clone(), handle.clone());
     inflight.spawn(async move {
-        let (req_id, answer) = answer(&state, &device, frame).await;
-        handle.push(match answer {
-            Ok(fields) => frames::ack(req_id, fields),
-            Err(e) => frames::error(req_id, &e),
-        });
+        handle.push(answer(&state, &device, req_id, request).await);
     });
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
-    serde_json::to_value(v).map_err(|e| ApiError::Unavailable {
-        detail: format!("encoding failed: {e}"),
-    })
-}
-
-fn conv(raw: &str) -> Result<ConvId, ApiError> {
-    ConvId::parse(raw).map_err(|e| ApiError::bad_request(e.to_string()))
-}
-
-/// Runs one request frame through the same paths as HTTP.
+/// Runs one request the way HTTP runs it, and answers with its `ack` or `error`.
 async fn answer(
     state: &AppState,
     device: &DeviceIdentity,
-    frame: ClientFrame,
-) -> (Value, Result<Value, ApiError>) {
-    match frame {
-        ClientFrame::Send {
-            req_id,
-            conv_id,
-            client_msg_id,
-            body,
-        } => {
-            let run = async {
-                let conv_id = conv(&conv_id)?;
-                let key = ClientMsgId::parse(&client_msg_id)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                let body = parse_body(&body, state.config().limits.body_bytes_max)?;
-                to_value(&service::send(state, device, conv_id, key, body).await?)
-            };
-            (req_id, run.await)
-        }
-        ClientFrame::Read {
-            req_id,
-            conv_id,
-            seq,
-        } => {
-            let run = async {
-                let conv_id = conv(&conv_id)?;
-                let read_seq = service::mark_read(state, device, &conv_id, seq).await?;
-                Ok(serde_json::json!({ "read_seq": read_seq }))
-            };
-            (req_id, run.await)
-        }
-        ClientFrame::Sync {
-            req_id,
-            conv_id,
-            after,
-            limit,
-            epoch,
-        } => {
-            let run = async {
-                let conv_id = conv(&conv_id)?;
-                if limit == Some(0) {
-                    return Err(ApiError::bad_request("limit must be at least 1"));
-                }
-                let query = EventsQuery::After { after, epoch };
-                let page = state
-                    .store()
-                    .events(&conv_id, &device.user_id, query, page_limit(limit))
-                    .await?;
-                to_value(&page)
-            };
-            (req_id, run.await)
-        }
-        ClientFrame::Ping { req_id } => (req_id, Ok(Value::Null)),
+    req_id: Value,
+    request: FrameRequest,
+) -> Message {
+    match request {
+        FrameRequest::Ping => frames::pong(req_id),
+        FrameRequest::Send(send) => frames::reply(req_id, send.run(state, device).await),
+        FrameRequest::Read(read) => frames::reply(req_id, read.run(state, device).await),
+        FrameRequest::Sync(sync) => frames::reply(req_id, sync.run(state, device).await),
     }
 }
 

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use parley_domain::limits::CREATE_MEMBERS_MAX;
-use parley_domain::{ConvId, ConvKind, ConversationView, DeliveryMode, UserId};
+use parley_domain::{ConvKind, ConversationView, DeliveryMode, UserId};
 use parley_store::NewConversation;
 use serde::{Deserialize, Serialize};
 
@@ -67,9 +67,7 @@ pub fn new_conversation(
             }
             None
         }
-        (ConvKind::Group, Some(raw)) => {
-            Some(ConvId::parse_group(&raw).map_err(|e| ApiError::bad_request(e.to_string()))?)
-        }
+        (ConvKind::Group, Some(raw)) => Some(path::group_conv_id(&raw)?),
         (ConvKind::Group, None) => None,
     };
     if req.recall_window_ms.is_some_and(|ms| ms < 0) {

@@ -5,7 +5,7 @@ mod conversations;
 mod events;
 mod health;
 mod members;
-pub(crate) mod messages;
+mod messages;
 mod read;
 mod recall;
 

@@ -2,21 +2,20 @@
 
 use axum::extract::State;
 use axum::Json;
+use parley_wire::RecallAck;
 
 use crate::auth::Device;
 use crate::error::ApiError;
 use crate::path::{ConvSeqPath, DeferredPath};
-use crate::service::{self, RecallAck};
+use crate::request::Recall;
 use crate::state::AppState;
 
-/// Answers `{seq, target_seq}`; recalling again answers the same recall. The store checks the
-/// caller's open period first, so a non-member and an unknown conversation answer alike (P10).
+/// Answers `{seq, target_seq}`; see `request::Recall`.
 pub async fn recall(
     State(state): State<AppState>,
     Device(identity): Device,
     path: DeferredPath<ConvSeqPath>,
 ) -> Result<Json<RecallAck>, ApiError> {
-    let (conv_id, seq) = path.into_inner()?.ids()?;
-    let ack = service::recall(&state, &identity, &conv_id, seq).await?;
-    Ok(Json(ack))
+    let req = Recall::from_http(path)?;
+    Ok(Json(req.run(&state, &identity).await?))
 }

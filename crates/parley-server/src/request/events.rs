@@ -1,0 +1,118 @@
+//! Reading a conversation log: events after a cursor (`sync` frames, `GET …/events?after=`)
+//! or history pages before one (`GET …/events[?before=]`).
+
+use parley_domain::{ConvId, Event};
+use parley_store::{DeviceIdentity, EventsQuery};
+use parley_wire::EventsPage;
+
+use super::fields;
+use crate::error::ApiError;
+use crate::path::{ConvPath, DeferredPath};
+use crate::query::{self, QueryPairs};
+use crate::state::AppState;
+
+/// Events after `after`, ascending, at most `limit`; with `epoch`, a cursor of another epoch
+/// is refused (`EPOCH_CHANGED`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncAfter {
+    pub conv_id: ConvId,
+    pub after: i64,
+    pub epoch: Option<i64>,
+    pub limit: u32,
+}
+
+/// Events before `before` (the newest without one), descending, at most `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct History {
+    pub conv_id: ConvId,
+    pub before: Option<i64>,
+    pub limit: u32,
+}
+
+/// `GET /v1/conversations/{conv_id}/events`: the query's cursor chooses the direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadEvents {
+    After(SyncAfter),
+    Before(History),
+}
+
+impl SyncAfter {
+    /// A `sync` frame's fields: `after` and `epoch` are taken as sent.
+    pub fn from_frame(
+        conv_id: &str,
+        after: i64,
+        limit: Option<u32>,
+        epoch: Option<i64>,
+    ) -> Result<Self, ApiError> {
+        let conv_id = fields::conv_id(conv_id)?;
+        let limit = fields::frame_limit(limit)?;
+        Ok(Self {
+            conv_id,
+            after,
+            epoch,
+            limit,
+        })
+    }
+
+    pub async fn run(
+        self,
+        state: &AppState,
+        device: &DeviceIdentity,
+    ) -> Result<EventsPage<Event>, ApiError> {
+        ReadEvents::After(self).run(state, device).await
+    }
+}
+
+impl ReadEvents {
+    /// The path first, then the query (see `query::events_query` for its parameters).
+    pub fn from_http(path: DeferredPath<ConvPath>, query: QueryPairs) -> Result<Self, ApiError> {
+        let conv_id = path.into_inner()?.conv_id()?;
+        let (query, limit) = query::events_query(&query.into_inner()?)?;
+        Ok(match query {
+            EventsQuery::After { after, epoch } => Self::After(SyncAfter {
+                conv_id,
+                after,
+                epoch,
+                limit,
+            }),
+            EventsQuery::Before { before } => Self::Before(History {
+                conv_id,
+                before,
+                limit,
+            }),
+        })
+    }
+
+    /// One page as the caller may see it: visibility is checked by the store against the
+    /// caller's periods at access time (P11).
+    pub async fn run(
+        self,
+        state: &AppState,
+        device: &DeviceIdentity,
+    ) -> Result<EventsPage<Event>, ApiError> {
+        let (conv_id, query, limit) = match self {
+            Self::After(s) => (
+                s.conv_id,
+                EventsQuery::After {
+                    after: s.after,
+                    epoch: s.epoch,
+                },
+                s.limit,
+            ),
+            Self::Before(h) => (h.conv_id, EventsQuery::Before { before: h.before }, h.limit),
+        };
+        let page = state
+            .store()
+            .events(&conv_id, &device.user_id, query, limit)
+            .await?;
+        Ok(EventsPage {
+            events: page.events,
+            head: page.head,
+            min_seq: page.min_seq,
+            epoch: page.epoch,
+            through_seq: page.through_seq,
+            truncated: page.truncated,
+            next_before: page.next_before,
+        })
+    }
+}

@@ -1,0 +1,22 @@
+//! The request layer: a send, read, sync or recall arrives over HTTP (a JSON body with path and
+//! query) or as a WebSocket frame, and either way becomes one validated request of this module,
+//! which then runs through `service` (or the store, for reads).
+//!
+//! Both transports parse each field with the same function of `fields`, in SPEC §6's order:
+//! authentication (401, before anything here), size limits (413: an oversized message body is
+//! found on the loose JSON, before the strict parse), parsing (400), and only then the store
+//! (404, 403, 409). A refused request never reaches the store, so it writes nothing.
+
+pub mod fields;
+pub mod frame;
+
+mod events;
+mod read;
+mod recall;
+mod send;
+
+pub use events::{History, ReadEvents, SyncAfter};
+pub use frame::FrameRequest;
+pub use read::MarkRead;
+pub use recall::Recall;
+pub use send::SendMessage;

@@ -1,0 +1,61 @@
+//! A message to send: `POST /v1/conversations/{conv_id}/messages` or a `send` frame.
+
+use parley_domain::{Body, ClientMsgId, ConvId};
+use parley_store::DeviceIdentity;
+use parley_wire::SendAck;
+use serde::Deserialize;
+
+use super::fields;
+use crate::body::JsonBody;
+use crate::error::ApiError;
+use crate::path::{ConvPath, DeferredPath};
+use crate::service;
+use crate::state::AppState;
+
+/// A checked send. The sender is not part of it: it is always the token's device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendMessage {
+    pub conv_id: ConvId,
+    pub client_msg_id: ClientMsgId,
+    pub body: Body,
+}
+
+/// The HTTP body; a `sender` field is an unknown field, so 400.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendBody {
+    client_msg_id: String,
+    body: String,
+}
+
+impl SendMessage {
+    /// The fields that follow the conversation, in order: the request key, then the body.
+    pub fn new(
+        conv_id: ConvId,
+        client_msg_id: &str,
+        body: &str,
+        body_bytes_max: usize,
+    ) -> Result<Self, ApiError> {
+        Ok(Self {
+            conv_id,
+            client_msg_id: fields::client_msg_id(client_msg_id)?,
+            body: fields::body(body, body_bytes_max)?,
+        })
+    }
+
+    /// An oversized body first (413), then the path, the strict parse and the fields (400).
+    pub fn from_http(
+        path: DeferredPath<ConvPath>,
+        body: &JsonBody,
+        body_bytes_max: usize,
+    ) -> Result<Self, ApiError> {
+        fields::body_size(body.value(), body_bytes_max)?;
+        let conv_id = path.into_inner()?.conv_id()?;
+        let req: SendBody = body.parse()?;
+        Self::new(conv_id, &req.client_msg_id, &req.body, body_bytes_max)
+    }
+
+    pub async fn run(self, state: &AppState, device: &DeviceIdentity) -> Result<SendAck, ApiError> {
+        service::send(state, device, self.conv_id, self.client_msg_id, self.body).await
+    }
+}

@@ -1,0 +1,269 @@
+//! The answers of send, read, recall and events-after (SPEC §6), the same over HTTP and as the
+//! fields of a WebSocket `ack`, and the event object they and `event` frames carry.
+
+use serde::{Deserialize, Serialize};
+
+/// The ack of a send: the message is committed in the authoritative store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendAck {
+    pub conv_id: String,
+    pub seq: i64,
+    pub message_id: String,
+    /// True when this request key was already committed: the stored answer is returned.
+    pub dup: bool,
+    /// True when the original event was purged and the answer came from its tombstone; the
+    /// field is present only then.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub purged: bool,
+}
+
+/// The answer of a read: the resulting position, which never moves back (P8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadAck {
+    pub read_seq: i64,
+}
+
+/// The answer of a recall; recalling again answers the same recall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallAck {
+    /// The seq of the `recall` event.
+    pub seq: i64,
+    pub target_seq: i64,
+}
+
+/// An answer of events-after (ascending) or of a history page (descending). `E` is the event
+/// as each side holds it: the server writes its domain event, a client reads [`Event`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsPage<E = Event> {
+    pub events: Vec<E>,
+    pub head: i64,
+    pub min_seq: i64,
+    pub epoch: i64,
+    /// The last seq the server examined: the next `after` cursor, even when no event was visible.
+    pub through_seq: i64,
+    /// True when the cursor lay below `min_seq` and the answer starts at `min_seq`.
+    #[serde(default)]
+    pub truncated: bool,
+    /// The exclusive cursor of the next older page; `None` once `min_seq` was reached.
+    #[serde(default)]
+    pub next_before: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventKind {
+    Msg,
+    Recall,
+    Join,
+    Leave,
+    /// A kind added after this version; it still takes a seq, so cursors move past it.
+    #[serde(other)]
+    Other,
+}
+
+/// One committed event of a conversation log as a client reads it. Fields that do not belong
+/// to the kind are absent from the JSON and `None` here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub conv_id: String,
+    pub seq: i64,
+    pub kind: EventKind,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_msg_id: Option<String>,
+    /// Absent on recalled messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub recalled: bool,
+    /// Who joined or left (`join`, `leave`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_user: Option<String>,
+    /// The recalled message (`recall`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_seq: Option<i64>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::DeserializeOwned;
+    use serde_json::{json, Value};
+
+    /// Encodes `value`, checks the JSON is `expected`, and decodes it back to `value`.
+    fn round_trip<T>(value: &T, expected: Value)
+    where
+        T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let text = serde_json::to_string(value).expect("encodes");
+        let json: Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(json, expected);
+        let back: T = serde_json::from_str(&text).expect("decodes");
+        assert_eq!(&back, value);
+    }
+
+    fn message(seq: i64) -> Event {
+        Event {
+            conv_id: "c".into(),
+            seq,
+            kind: EventKind::Msg,
+            created_at: "2024-01-01T00:00:00.000000Z".into(),
+            message_id: Some("m".into()),
+            sender_user: Some("ana".into()),
+            sender_device: Some("d1".into()),
+            client_msg_id: Some("x".into()),
+            body: Some("hi".into()),
+            recalled: false,
+            subject_user: None,
+            target_seq: None,
+        }
+    }
+
+    #[test]
+    fn send_acks_carry_purged_only_when_true() {
+        let mut ack = SendAck {
+            conv_id: "c".into(),
+            seq: 3,
+            message_id: "m".into(),
+            dup: false,
+            purged: false,
+        };
+        round_trip(
+            &ack,
+            json!({"conv_id": "c", "seq": 3, "message_id": "m", "dup": false}),
+        );
+        ack.dup = true;
+        ack.purged = true;
+        round_trip(
+            &ack,
+            json!({"conv_id": "c", "seq": 3, "message_id": "m", "dup": true, "purged": true}),
+        );
+    }
+
+    #[test]
+    fn read_and_recall_acks_round_trip() {
+        round_trip(&ReadAck { read_seq: 5 }, json!({"read_seq": 5}));
+        round_trip(
+            &RecallAck {
+                seq: 9,
+                target_seq: 4,
+            },
+            json!({"seq": 9, "target_seq": 4}),
+        );
+    }
+
+    #[test]
+    fn events_pages_keep_truncated_and_a_null_next_before() {
+        let page = EventsPage {
+            events: vec![message(3)],
+            head: 3,
+            min_seq: 1,
+            epoch: 2,
+            through_seq: 3,
+            truncated: false,
+            next_before: None,
+        };
+        round_trip(
+            &page,
+            json!({"events": [{"conv_id": "c", "seq": 3, "kind": "msg",
+                     "created_at": "2024-01-01T00:00:00.000000Z", "message_id": "m",
+                     "sender_user": "ana", "sender_device": "d1", "client_msg_id": "x",
+                     "body": "hi"}],
+                   "head": 3, "min_seq": 1, "epoch": 2, "through_seq": 3,
+                   "truncated": false, "next_before": null}),
+        );
+    }
+
+    #[test]
+    fn events_leave_out_the_fields_of_other_kinds() {
+        let recalled = Event {
+            body: None,
+            recalled: true,
+            ..message(3)
+        };
+        let recall = Event {
+            seq: 4,
+            kind: EventKind::Recall,
+            message_id: None,
+            client_msg_id: None,
+            body: None,
+            target_seq: Some(3),
+            ..message(4)
+        };
+        let join = Event {
+            seq: 5,
+            kind: EventKind::Join,
+            message_id: None,
+            sender_user: None,
+            sender_device: None,
+            client_msg_id: None,
+            body: None,
+            subject_user: Some("ben".into()),
+            ..message(5)
+        };
+        let at = "2024-01-01T00:00:00.000000Z";
+        round_trip(
+            &recalled,
+            json!({"conv_id": "c", "seq": 3, "kind": "msg", "created_at": at,
+                   "message_id": "m", "sender_user": "ana", "sender_device": "d1",
+                   "client_msg_id": "x", "recalled": true}),
+        );
+        round_trip(
+            &recall,
+            json!({"conv_id": "c", "seq": 4, "kind": "recall", "created_at": at,
+                   "sender_user": "ana", "sender_device": "d1", "target_seq": 3}),
+        );
+        round_trip(
+            &join,
+            json!({"conv_id": "c", "seq": 5, "kind": "join", "created_at": at,
+                   "subject_user": "ben"}),
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_kinds_are_tolerated() {
+        let e: Event = serde_json::from_value(json!({
+            "conv_id": "c", "seq": 7, "kind": "poll", "created_at": "2024-01-01T00:00:00Z",
+            "votes": 3
+        }))
+        .expect("decodes");
+        assert_eq!((e.kind, e.seq, e.body), (EventKind::Other, 7, None));
+        let ack: SendAck = serde_json::from_value(json!({
+            "conv_id": "c", "seq": 1, "message_id": "m", "dup": false, "shard": 4
+        }))
+        .expect("decodes");
+        assert!(!ack.purged);
+    }
+
+    #[test]
+    fn recalled_message_has_no_body() {
+        let e: Event = serde_json::from_value(json!({
+            "conv_id": "c", "seq": 3, "kind": "msg", "created_at": "2024-01-01T00:00:00Z",
+            "message_id": "m", "sender_user": "ana", "sender_device": "d1",
+            "client_msg_id": "x", "recalled": true
+        }))
+        .expect("decodes");
+        assert!(e.recalled && e.body.is_none());
+    }
+
+    #[test]
+    fn events_page_decodes_null_next_before() {
+        let p: EventsPage = serde_json::from_value(json!({
+            "events": [], "head": 3, "min_seq": 1, "epoch": 1, "through_seq": 3,
+            "truncated": false, "next_before": null
+        }))
+        .expect("decodes");
+        assert_eq!((p.through_seq, p.next_before), (3, None));
+    }
+}

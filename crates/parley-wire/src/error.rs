@@ -1,0 +1,195 @@
+//! The stable error codes of SPEC §6, their HTTP statuses, and the error body
+//! `{"error": {"code", "message"}}`.
+
+use serde::{Deserialize, Serialize};
+
+/// Declares the table of codes once: the enum, its code strings, its statuses and the string
+/// constants of [`code`] all come from the same rows.
+macro_rules! error_codes {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $code:ident, $status:literal; )*) => {
+        /// A stable error code of SPEC §6. A code never changes once published; clients branch
+        /// on it, never on the message.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of SPEC §6's table.
+            pub const ALL: &'static [ErrorCode] = &[ $( Self::$variant, )* ];
+
+            /// The code as it appears in an error body or an `error` frame.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( Self::$variant => stringify!($code), )*
+                }
+            }
+
+            /// The HTTP status SPEC §6 gives the code; an `error` frame carries no status, so
+            /// a client reads it from here.
+            pub const fn http_status(self) -> u16 {
+                match self {
+                    $( Self::$variant => $status, )*
+                }
+            }
+        }
+
+        /// The codes as strings, for comparing with the code an answer carried.
+        pub mod code {
+            $( pub const $code: &str = stringify!($code); )*
+        }
+    };
+}
+
+error_codes! {
+    /// Malformed JSON, an unknown or conflicting field, an invalid id or an empty body.
+    BadRequest = BAD_REQUEST, 400;
+    /// A message body over its limit.
+    BodyTooLarge = BODY_TOO_LARGE, 413;
+    /// A request body or frame over its limit.
+    RequestTooLarge = REQUEST_TOO_LARGE, 413;
+    /// A missing, unknown or revoked token.
+    Unauthenticated = UNAUTHENTICATED, 401;
+    /// Never a member, or no such conversation (P10); a write without an open period.
+    NotMember = NOT_MEMBER, 404;
+    /// No such visible message, user or device.
+    NotFound = NOT_FOUND, 404;
+    /// A member lacks the role for the action; a device token on an admin endpoint.
+    Forbidden = FORBIDDEN, 403;
+    /// A join of a current member.
+    AlreadyMember = ALREADY_MEMBER, 409;
+    /// A user or group `conv_id` that is taken.
+    AlreadyExists = ALREADY_EXISTS, 409;
+    /// The same request key with a different fingerprint.
+    IdempotencyMismatch = IDEMPOTENCY_MISMATCH, 409;
+    /// A recall after the conversation's recall window.
+    RecallWindowExpired = RECALL_WINDOW_EXPIRED, 409;
+    /// A recall of someone else's message.
+    NotSender = NOT_SENDER, 403;
+    /// A cursor from another epoch of the conversation.
+    EpochChanged = EPOCH_CHANGED, 409;
+    /// Over a per-device limit.
+    RateLimited = RATE_LIMITED, 429;
+    /// The store did not confirm the commit; retry with the same `client_msg_id`.
+    OutcomeUnknown = OUTCOME_UNKNOWN, 503;
+    /// The store was unreachable before anything was written.
+    Unavailable = UNAVAILABLE, 503;
+}
+
+impl ErrorCode {
+    /// The code a string names; `None` for a code this version does not know.
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == code)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body of every refusal over HTTP: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// The code is kept as text so that a client reads codes added after it was built; the message
+/// is for people and never carries message bodies, tokens or store internals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            error: ErrorDetail {
+                code: code.into(),
+                message: message.into(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SPEC §6's table, written out by hand so that a changed row in the macro's table fails.
+    const SPEC_TABLE: [(&str, u16); 16] = [
+        ("BAD_REQUEST", 400),
+        ("BODY_TOO_LARGE", 413),
+        ("REQUEST_TOO_LARGE", 413),
+        ("UNAUTHENTICATED", 401),
+        ("NOT_MEMBER", 404),
+        ("NOT_FOUND", 404),
+        ("FORBIDDEN", 403),
+        ("ALREADY_MEMBER", 409),
+        ("ALREADY_EXISTS", 409),
+        ("IDEMPOTENCY_MISMATCH", 409),
+        ("RECALL_WINDOW_EXPIRED", 409),
+        ("NOT_SENDER", 403),
+        ("EPOCH_CHANGED", 409),
+        ("RATE_LIMITED", 429),
+        ("OUTCOME_UNKNOWN", 503),
+        ("UNAVAILABLE", 503),
+    ];
+
+    #[test]
+    fn every_code_has_its_string_and_status_both_ways() {
+        assert_eq!(ErrorCode::ALL.len(), SPEC_TABLE.len());
+        for (&code, (text, status)) in ErrorCode::ALL.iter().zip(SPEC_TABLE) {
+            assert_eq!(code.as_str(), text);
+            assert_eq!(code.http_status(), status, "{text}");
+            assert_eq!(ErrorCode::parse(text), Some(code), "{text}");
+            assert_eq!(code.to_string(), text);
+        }
+        assert_eq!(ErrorCode::parse("SOMETHING_NEW"), None);
+        assert_eq!(ErrorCode::parse("bad_request"), None);
+    }
+
+    #[test]
+    fn string_constants_name_the_same_codes() {
+        let constants = [
+            code::BAD_REQUEST,
+            code::BODY_TOO_LARGE,
+            code::REQUEST_TOO_LARGE,
+            code::UNAUTHENTICATED,
+            code::NOT_MEMBER,
+            code::NOT_FOUND,
+            code::FORBIDDEN,
+            code::ALREADY_MEMBER,
+            code::ALREADY_EXISTS,
+            code::IDEMPOTENCY_MISMATCH,
+            code::RECALL_WINDOW_EXPIRED,
+            code::NOT_SENDER,
+            code::EPOCH_CHANGED,
+            code::RATE_LIMITED,
+            code::OUTCOME_UNKNOWN,
+            code::UNAVAILABLE,
+        ];
+        let names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names, constants);
+    }
+
+    #[test]
+    fn error_bodies_round_trip_in_the_envelope() {
+        let body = ErrorBody::new(ErrorCode::NotMember.as_str(), "not a member");
+        let text = serde_json::to_string(&body).expect("encodes");
+        assert_eq!(
+            text,
+            r#"{"error":{"code":"NOT_MEMBER","message":"not a member"}}"#
+        );
+        let back: ErrorBody = serde_json::from_str(&text).expect("decodes");
+        assert_eq!(back, body);
+        let bare: ErrorBody =
+            serde_json::from_str(r#"{"error":{"code":"RATE_LIMITED"},"retry":1}"#)
+                .expect("decodes");
+        assert_eq!(bare, ErrorBody::new("RATE_LIMITED", ""));
+        assert!(serde_json::from_str::<ErrorBody>(r#"{"code":"NOT_MEMBER"}"#).is_err());
+    }
+}
