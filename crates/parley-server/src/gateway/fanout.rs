@@ -17,6 +17,7 @@
 //! by the same rule as the store (`MemberSnapshot::mode_after_join`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::ws::Message;
@@ -54,6 +55,8 @@ pub struct Fanout {
     hub: Arc<Hub>,
     hints: Arc<Hints>,
     convs: HashMap<ConvId, ConvState>,
+    /// Set while a check of every connection's token runs.
+    rechecking: Arc<AtomicBool>,
 }
 
 /// The event frame of SPEC §7, serialised once and shared by every recipient.
@@ -68,6 +71,7 @@ impl Fanout {
             hub,
             hints,
             convs: HashMap::new(),
+            rechecking: Arc::default(),
         }
     }
 
@@ -84,13 +88,32 @@ impl Fanout {
                 }
                 Err(RecvError::Lagged(missed)) => {
                     // Announcements were lost; positions are unknown, so start over. Clients
-                    // repair the missed pushes and read positions by sync.
+                    // repair the missed pushes and read positions by sync; revocations that
+                    // may have been lost are found by checking every connection's token.
                     tracing::warn!(missed, "fanout lagged behind the bus");
                     self.convs.clear();
+                    self.recheck_tokens();
                 }
                 Err(RecvError::Closed) => return,
             }
         }
+    }
+
+    /// Checks every connection's token in a task of its own, so pushes go on meanwhile; one
+    /// sweep at a time, however often the fanout lags.
+    fn recheck_tokens(&self) {
+        if self.rechecking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (hub, store, rechecking) = (
+            self.hub.clone(),
+            self.store.clone(),
+            self.rechecking.clone(),
+        );
+        tokio::spawn(async move {
+            notices::recheck_all(&hub, store.as_ref()).await;
+            rechecking.store(false, Ordering::Release);
+        });
     }
 
     async fn handle(&mut self, a: Committed) {

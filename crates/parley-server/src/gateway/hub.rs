@@ -180,6 +180,14 @@ impl Hub {
         }
     }
 
+    /// Every connection here, with its user.
+    pub fn all_connections(&self) -> Vec<(UserId, std::sync::Arc<ConnHandle>)> {
+        self.lock()
+            .iter()
+            .flat_map(|(user, list)| list.iter().map(move |c| (user.clone(), c.clone())))
+            .collect()
+    }
+
     /// Users with at least one connection here.
     pub fn online_users(&self) -> Vec<UserId> {
         self.lock().keys().cloned().collect()

@@ -62,40 +62,73 @@ enum Verdict {
 /// Closes the device's connections whose token no longer works. A notice travels after its
 /// commit, so a device may already hold a connection of the token that replaced the revoked
 /// one; each token is therefore checked against the store (once per token, and only when the
-/// device is connected here) rather than every connection of the device closed.
+/// device is connected here) rather than every connection of the device closed. When the store
+/// cannot answer, the connections close as at shutdown and are checked again at the upgrade.
 async fn close_revoked(hub: &Hub, store: &dyn Store, user_id: &UserId, device_id: &DeviceId) {
-    for (token_hash, conns) in by_token(hub.connections_of_device(user_id, device_id)) {
+    let conns = hub
+        .connections_of_device(user_id, device_id)
+        .into_iter()
+        .map(|c| (user_id.clone(), c))
+        .collect();
+    check_tokens(store, conns, Some(CloseReason::Shutdown)).await;
+}
+
+/// Checks the token of every connection here and closes those revoked. The fanout calls it
+/// after it lost announcements: a lost read frame is repaired by sync, a lost revocation would
+/// leave its socket open. When the store cannot answer, connections stay as they are: nothing
+/// says they were revoked.
+pub async fn recheck_all(hub: &Hub, store: &dyn Store) {
+    check_tokens(store, hub.all_connections(), None).await;
+}
+
+/// Asks the store once per token whether it still authenticates the device of its
+/// connections, and settles them by the answer; `on_unknown` closes them when it cannot tell.
+async fn check_tokens(
+    store: &dyn Store,
+    conns: Vec<(UserId, Arc<ConnHandle>)>,
+    on_unknown: Option<CloseReason>,
+) {
+    for ((token_hash, user_id, device_id), group) in by_token(conns) {
         let verdict = match store.authenticate(&token_hash).await {
-            Ok(Some(id)) if &id.user_id == user_id && &id.device_id == device_id => Verdict::Valid,
+            Ok(Some(id)) if id.user_id == user_id && id.device_id == device_id => Verdict::Valid,
             Ok(_) => Verdict::Revoked,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot check a revoked device's token; its connections reconnect to be checked afresh");
+                tracing::warn!(error = %e, "cannot check a connection's token against the store");
                 Verdict::Unknown
             }
         };
-        settle(&conns, verdict);
+        settle(group.iter(), verdict, on_unknown);
     }
 }
 
-/// The connections grouped by the token they authenticated with.
-fn by_token(conns: Vec<Arc<ConnHandle>>) -> BTreeMap<String, Vec<Arc<ConnHandle>>> {
-    let mut groups: BTreeMap<String, Vec<Arc<ConnHandle>>> = BTreeMap::new();
-    for c in conns {
-        groups.entry(c.token_hash.clone()).or_default().push(c);
+/// A token hash with the user and device its connections authenticated as.
+type TokenOf = (String, UserId, DeviceId);
+
+/// The connections grouped by the token they authenticated with and as whom.
+fn by_token(conns: Vec<(UserId, Arc<ConnHandle>)>) -> BTreeMap<TokenOf, Vec<Arc<ConnHandle>>> {
+    let mut groups: BTreeMap<TokenOf, Vec<Arc<ConnHandle>>> = BTreeMap::new();
+    for (user, c) in conns {
+        let key = (c.token_hash.clone(), user, c.device_id.clone());
+        groups.entry(key).or_default().push(c);
     }
     groups
 }
 
 /// A revoked token's connections close with 4003, which stops the client's session. When the
-/// store cannot tell, they close as at shutdown (1001): the client reconnects, and its token is
-/// checked at the upgrade, so a revoked one is refused and a valid one is back at once.
-fn settle(conns: &[Arc<ConnHandle>], verdict: Verdict) {
-    let reason = match verdict {
-        Verdict::Valid => return,
-        Verdict::Revoked => CloseReason::Revoked,
-        Verdict::Unknown => CloseReason::Shutdown,
+/// store could not tell, `on_unknown` says how they close, if at all: at shutdown (1001) the
+/// client reconnects and its token is checked at the upgrade, so a revoked one is refused and
+/// a valid one is back at once.
+fn settle<'a>(
+    conns: impl Iterator<Item = &'a Arc<ConnHandle>>,
+    verdict: Verdict,
+    on_unknown: Option<CloseReason>,
+) {
+    let reason = match (verdict, on_unknown) {
+        (Verdict::Valid, _) | (Verdict::Unknown, None) => return,
+        (Verdict::Revoked, _) => CloseReason::Revoked,
+        (Verdict::Unknown, Some(reason)) => reason,
     };
-    conns.iter().for_each(|c| c.close(reason));
+    conns.for_each(|c| c.close(reason));
 }
 
 #[cfg(test)]
@@ -169,30 +202,49 @@ mod tests {
     }
 
     #[test]
-    fn only_the_devices_connections_are_grouped_by_their_token() {
+    fn connections_are_grouped_by_their_token_with_their_user() {
         let hub = Hub::default();
-        let _old = connect(&hub, "ana", "phone", "old");
-        let _other = connect(&hub, "ana", "laptop", "old");
-        let _ben = connect(&hub, "ben", "phone", "old");
-        let groups = by_token(hub.connections_of_device(&user("ana"), &device("phone")));
-        assert_eq!(groups.keys().collect::<Vec<_>>(), ["old"]);
-        assert_eq!(groups["old"].len(), 1);
+        let _phone = connect(&hub, "ana", "phone", "h1");
+        let _laptop = connect(&hub, "ana", "laptop", "h2");
+        let _ben = connect(&hub, "ben", "phone", "h3");
+        let _ben_again = connect(&hub, "ben", "tablet", "h3");
+        let groups = by_token(hub.all_connections());
+        let keys: Vec<(&str, &str, &str)> = groups
+            .keys()
+            .map(|(h, u, d)| (h.as_str(), u.as_str(), d.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("h1", "ana", "phone"),
+                ("h2", "ana", "laptop"),
+                ("h3", "ben", "phone"),
+                ("h3", "ben", "tablet")
+            ]
+        );
+        let phone = hub.connections_of_device(&user("ana"), &device("phone"));
+        assert_eq!(phone.len(), 1);
+        assert_eq!(phone[0].token_hash, "h1");
     }
 
     #[test]
-    fn a_revoked_token_closes_with_4003_a_valid_one_stays_an_unknown_one_reconnects() {
+    fn a_revoked_token_closes_with_4003_a_valid_one_stays_an_unknown_one_as_told() {
         let hub = Hub::default();
-        let (revoked, valid, unknown) = (
+        let (revoked, valid, unknown, kept) = (
             connect(&hub, "ana", "phone", "h1"),
             connect(&hub, "ana", "laptop", "h2"),
             connect(&hub, "ana", "tablet", "h3"),
+            connect(&hub, "ana", "watch", "h4"),
         );
         let of = |d: &str| hub.connections_of_device(&user("ana"), &device(d));
-        settle(&of("phone"), Verdict::Revoked);
-        settle(&of("laptop"), Verdict::Valid);
-        settle(&of("tablet"), Verdict::Unknown);
+        let shutdown = Some(CloseReason::Shutdown);
+        settle(of("phone").iter(), Verdict::Revoked, None);
+        settle(of("laptop").iter(), Verdict::Valid, shutdown);
+        settle(of("tablet").iter(), Verdict::Unknown, shutdown);
+        settle(of("watch").iter(), Verdict::Unknown, None);
         assert_eq!(revoked.closed().map(CloseReason::code), Some(4003));
         assert_eq!(valid.closed(), None);
         assert_eq!(unknown.closed().map(CloseReason::code), Some(1001));
+        assert_eq!(kept.closed(), None);
     }
 }
