@@ -8,11 +8,6 @@
 mod admin;
 mod events_after;
 pub use events_after::EVENTS_AFTER_ONE_PERIOD_SQL;
-pub mod bus;
-pub use bus::{PgBus, PgBusStats};
-/// Re-exported so a caller of [`PgBus::start`] needs no tokio-util dependency of its own and
-/// always passes the type the bus expects.
-pub use tokio_util::sync::CancellationToken;
 mod membership;
 mod read;
 mod realtime;

@@ -15,7 +15,7 @@
 //! given server, seeded the same way, and dropped after the mode.
 //!
 //! ```text
-//! cargo run --release -p parley-store --example notify_cost -- \
+//! cargo run --release -p parley-bench --example notify_cost -- \
 //!     --database-url postgres://postgres@127.0.0.1:5432/postgres --clients 16 --seconds 10
 //! ```
 
@@ -28,9 +28,10 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
 use hdrhistogram::Histogram;
+use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::EventBus;
 use parley_domain::{Body, ClientMsgId, ConvId, ConvKind, DeviceId, UserId};
-use parley_store::pg::{CancellationToken, PgBus, PgStore};
+use parley_store::pg::PgStore;
 use parley_store::{NewConversation, SendRequest, Store};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -282,10 +283,7 @@ async fn describe(admin: &mut PgConnection, args: &Args) -> Result<()> {
     Ok(())
 }
 
-async fn count_announcements(
-    mut sub: tokio::sync::broadcast::Receiver<parley_bus::Announcement>,
-    heard: Arc<AtomicU64>,
-) {
+async fn count_announcements(mut sub: parley_bus::Subscription, heard: Arc<AtomicU64>) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         match sub.recv().await {

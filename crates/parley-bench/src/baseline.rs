@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
 use parley_domain::RequestHash;
 use parley_store::pg::{PgStore, SEND_INSERT_SQL, SEND_KEY_CHECK_SQL, SEND_LOCK_SQL};
 use parley_store::Store;
@@ -227,6 +228,46 @@ struct WorkerTally {
     commit: u64,
 }
 
+impl WorkerTally {
+    /// Counts one committed transaction and the time of each of its statements.
+    fn commit(&mut self, [begin, lock, check, insert, commit]: [u64; 5]) {
+        self.commits += 1;
+        self.begin += begin;
+        self.lock += lock;
+        self.check += check;
+        self.insert += insert;
+        self.commit += commit;
+    }
+
+    fn add(&mut self, other: &WorkerTally) {
+        self.commits += other.commits;
+        self.errors += other.errors;
+        self.begin += other.begin;
+        self.lock += other.lock;
+        self.check += other.check;
+        self.insert += other.insert;
+        self.commit += other.commit;
+    }
+
+    /// Mean time of each statement per committed transaction, in milliseconds.
+    fn statement_means(&self) -> StatementTimes {
+        let mean_ms = |us: u64| {
+            if self.commits == 0 {
+                0.0
+            } else {
+                us as f64 / self.commits as f64 / 1000.0
+            }
+        };
+        StatementTimes {
+            begin: mean_ms(self.begin),
+            lock: mean_ms(self.lock),
+            check: mean_ms(self.check),
+            insert: mean_ms(self.insert),
+            commit: mean_ms(self.commit),
+        }
+    }
+}
+
 /// One send transaction, exactly as `parley_store::pg::send` runs it; returns the time of each
 /// statement in microseconds.
 async fn send_once(
@@ -289,6 +330,8 @@ async fn send_once(
     Ok([begin, lock, check, insert, us(t)])
 }
 
+/// Runs `plan` in the scratch schema: its tables and conversations, then its workers, each on
+/// a connection of its own, warmed up for [`WARMUP`] and measured for the plan's duration.
 async fn run_in(options: &PgConnectOptions, plan: BaselinePlan) -> Result<BaselineResult> {
     let pool = PgPoolOptions::new()
         .max_connections(plan.concurrency as u32 + 1)
@@ -305,85 +348,32 @@ async fn run_in(options: &PgConnectOptions, plan: BaselinePlan) -> Result<Baseli
         let mut conn = pool.acquire().await?;
         fill(&mut conn, &convs, &members).await?;
     }
-    let (convs, members) = (Arc::new(convs), Arc::new(members));
-    let hash: Arc<str> = RequestHash::of_message(BODY).as_str().into();
-    let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let started = Instant::now();
-    let measure_from = started + WARMUP;
-    let stop = measure_from + plan.duration;
+    let world = Arc::new(Workload {
+        plan,
+        convs,
+        members,
+        hash: RequestHash::of_message(BODY).as_str().into(),
+        run_id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+        measure_from: Instant::now() + WARMUP,
+    });
     let mut workers = Vec::with_capacity(plan.concurrency);
     for w in 0..plan.concurrency {
-        let mut conn = pool.acquire().await?.detach();
-        let (convs, members, hash, run_id) =
-            (convs.clone(), members.clone(), hash.clone(), run_id.clone());
-        workers.push(tokio::spawn(async move {
-            let mut rng = StdRng::seed_from_u64(w as u64);
-            let mut tally = WorkerTally::default();
-            let mut hist = micros_histogram().expect("valid histogram bounds");
-            let mut n: u64 = 0;
-            while Instant::now() < stop {
-                let (conv, sender) = match plan.shape {
-                    Shape::Many { .. } => {
-                        let c = rng.gen_range(0..convs.len());
-                        let m = rng.gen_range(0..members[c].len());
-                        (&convs[c], &members[c][m])
-                    }
-                    Shape::One => (&convs[0], &members[0][w]),
-                };
-                n += 1;
-                let key = format!("base-{run_id}-{w}-{n}");
-                let t = Instant::now();
-                let outcome = send_once(&mut conn, conv, sender, &key, &hash).await;
-                let took = t.elapsed().as_micros().max(1) as u64;
-                if t < measure_from {
-                    continue;
-                }
-                match outcome {
-                    Ok([b, l, c, i, m]) => {
-                        tally.commits += 1;
-                        tally.begin += b;
-                        tally.lock += l;
-                        tally.check += c;
-                        tally.insert += i;
-                        tally.commit += m;
-                        let _ = hist.record(took);
-                    }
-                    Err(e) => {
-                        tally.errors += 1;
-                        tracing::debug!(error = %e, "baseline transaction failed");
-                    }
-                }
-            }
-            let ended = Instant::now();
-            let _ = conn.close().await;
-            (tally, hist, ended)
-        }));
+        let conn = pool.acquire().await?.detach();
+        workers.push(tokio::spawn(world.clone().work(w, conn)));
     }
+    let stop = world.stop();
     let mut last_end = stop;
     let mut total = WorkerTally::default();
     let mut hist = micros_histogram()?;
     for w in workers {
         let (t, h, ended) = w.await.context("a baseline worker failed")?;
         last_end = last_end.max(ended);
-        total.commits += t.commits;
-        total.errors += t.errors;
-        total.begin += t.begin;
-        total.lock += t.lock;
-        total.check += t.check;
-        total.insert += t.insert;
-        total.commit += t.commit;
+        total.add(&t);
         hist.add(&h)?;
     }
     pool.close().await;
     // Transactions started before `stop` are counted, so the window ends with the last one.
-    let measured_s = (last_end - measure_from).as_secs_f64();
-    let mean_ms = |us: u64| {
-        if total.commits == 0 {
-            0.0
-        } else {
-            us as f64 / total.commits as f64 / 1000.0
-        }
-    };
+    let measured_s = (last_end - world.measure_from).as_secs_f64();
     Ok(BaselineResult {
         shape: plan.shape,
         concurrency: plan.concurrency,
@@ -392,14 +382,68 @@ async fn run_in(options: &PgConnectOptions, plan: BaselinePlan) -> Result<Baseli
         errors: total.errors,
         tps: total.commits as f64 / measured_s,
         transaction_ms: percentiles_ms(&hist),
-        statement_mean_ms: StatementTimes {
-            begin: mean_ms(total.begin),
-            lock: mean_ms(total.lock),
-            check: mean_ms(total.check),
-            insert: mean_ms(total.insert),
-            commit: mean_ms(total.commit),
-        },
+        statement_mean_ms: total.statement_means(),
     })
+}
+
+/// What every worker of one plan shares.
+struct Workload {
+    plan: BaselinePlan,
+    convs: Vec<String>,
+    members: Vec<Vec<String>>,
+    hash: Arc<str>,
+    run_id: String,
+    measure_from: Instant,
+}
+
+impl Workload {
+    fn stop(&self) -> Instant {
+        self.measure_from + self.plan.duration
+    }
+
+    /// Worker `w`: transactions back to back until the stop, the warm-up ones not counted;
+    /// answers its tally, its latencies and when its last transaction ended.
+    async fn work(
+        self: Arc<Self>,
+        w: usize,
+        mut conn: PgConnection,
+    ) -> (WorkerTally, Histogram<u64>, Instant) {
+        let mut rng = StdRng::seed_from_u64(w as u64);
+        let mut tally = WorkerTally::default();
+        let mut hist = micros_histogram().expect("valid histogram bounds");
+        let mut n: u64 = 0;
+        while Instant::now() < self.stop() {
+            let (conv, sender) = match self.plan.shape {
+                Shape::Many { .. } => {
+                    let c = rng.gen_range(0..self.convs.len());
+                    let m = rng.gen_range(0..self.members[c].len());
+                    (&self.convs[c], &self.members[c][m])
+                }
+                Shape::One => (&self.convs[0], &self.members[0][w]),
+            };
+            n += 1;
+            let key = format!("base-{}-{w}-{n}", self.run_id);
+            let t = Instant::now();
+            let outcome = send_once(&mut conn, conv, sender, &key, &self.hash).await;
+            let took = t.elapsed().as_micros().max(1) as u64;
+            if t < self.measure_from {
+                continue;
+            }
+            match outcome {
+                Ok(statements) => {
+                    tally.commit(statements);
+                    let _ = hist.record(took);
+                }
+                Err(e) => {
+                    tally.errors += 1;
+                    tracing::debug!(error = %e, "baseline transaction failed");
+                }
+            }
+        }
+        let ended = Instant::now();
+        let _ = conn.close().await;
+        (tally, hist, ended)
+    }
 }
 
 #[cfg(test)]
@@ -423,12 +467,12 @@ mod tests {
     fn the_pgbench_scripts_run_the_statements_of_the_store() {
         let scripts = [
             (
-                include_str!("../../bench/pgbench/send.sql"),
+                include_str!("../pgbench/send.sql"),
                 "('c' || :i)",
                 "('u' || :s)",
             ),
             (
-                include_str!("../../bench/pgbench/send_hot.sql"),
+                include_str!("../pgbench/send_hot.sql"),
                 "'hot'",
                 "('w' || :client_id)",
             ),
@@ -464,6 +508,28 @@ mod tests {
                 "the script drifted from parley-store's send statements:\n{script}\nexpected:\n{expected}"
             );
         }
+    }
+
+    #[test]
+    fn statement_means_are_per_committed_transaction_and_add_up_across_workers() {
+        let mut a = WorkerTally::default();
+        a.commit([1_000, 2_000, 3_000, 4_000, 5_000]);
+        a.commit([3_000, 2_000, 1_000, 0, 5_000]);
+        let mut b = WorkerTally {
+            errors: 2,
+            ..WorkerTally::default()
+        };
+        b.commit([2_000, 2_000, 2_000, 2_000, 2_000]);
+        let mut total = WorkerTally::default();
+        total.add(&a);
+        total.add(&b);
+        assert_eq!((total.commits, total.errors), (3, 2));
+        let m = total.statement_means();
+        assert_eq!(
+            [m.begin, m.lock, m.check, m.insert, m.commit],
+            [2.0, 2.0, 2.0, 2.0, 4.0]
+        );
+        assert_eq!(WorkerTally::default().statement_means().commit, 0.0);
     }
 
     #[test]

@@ -28,6 +28,11 @@ use tokio::task::JoinSet;
 pub const BODY: &str = "benchmark message body";
 /// Longest wait, after the schedule ended, for the sends still in flight.
 const FINISH_WAIT_MS: u64 = 60_000;
+/// Sends in flight at most in open loop: far above what a target rate needs at sane latencies
+/// (1,250/s at 100 ms is 125), so it bounds memory, not the load.
+pub const OPEN_LOOP_IN_FLIGHT_MAX: usize = 2_048;
+/// How late after the end of its schedule an open-loop send may still be issued.
+pub const OPEN_LOOP_LATE_MS_MAX: u64 = 30_000;
 
 /// One send to make: which conversation, from which device.
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +134,22 @@ impl LoadOutcome {
             .map(|a| (a.acked - a.issued).as_secs_f64())
             .sum();
         busy / s
+    }
+
+    /// The outcomes of runs one after the other as one: every ack and error, from the first
+    /// start to the last finish.
+    pub fn merged<'a>(runs: impl IntoIterator<Item = &'a LoadOutcome>) -> LoadOutcome {
+        let mut all = LoadOutcome::default();
+        for run in runs {
+            all.started = all.started.or(run.started);
+            all.finished = run.finished.or(all.finished);
+            all.acks.extend_from_slice(&run.acks);
+            all.scheduled += run.scheduled;
+            for (kind, n) in &run.errors {
+                *all.errors.entry(kind.clone()).or_default() += n;
+            }
+        }
+        all
     }
 
     /// Acks per whole second since the start.
@@ -240,6 +261,19 @@ pub struct OpenLoop {
     /// How late after the end of the schedule a send may still be issued.
     pub late_max: Duration,
     pub seed: u64,
+}
+
+impl OpenLoop {
+    /// `rate_per_s` for `duration`, with the usual bounds on sends in flight and lateness.
+    pub fn new(rate_per_s: f64, duration: Duration, seed: u64) -> Self {
+        Self {
+            rate_per_s,
+            duration,
+            in_flight_max: OPEN_LOOP_IN_FLIGHT_MAX,
+            late_max: Duration::from_millis(OPEN_LOOP_LATE_MS_MAX),
+            seed,
+        }
+    }
 }
 
 /// Sends at a fixed rate, whatever the answers do. `first_id` numbers the sends.
@@ -375,5 +409,44 @@ mod tests {
         assert_eq!(out.per_second(), vec![1, 1, 1]);
         // 0.1 + 1.5 + 2.0 seconds in flight over 2 seconds.
         assert!((out.mean_in_flight() - 1.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn merged_runs_span_from_the_first_start_to_the_last_finish() {
+        let start = Instant::now();
+        let at = |s: u64| Some(start + Duration::from_secs(s));
+        let ack = |id: u64| Ack {
+            id,
+            conv: 0,
+            device: 0,
+            seq: id as i64,
+            due: start,
+            issued: start,
+            acked: start,
+            dup: false,
+        };
+        let first = LoadOutcome {
+            acks: vec![ack(1), ack(2)],
+            errors: BTreeMap::from([("UNAVAILABLE".into(), 1)]),
+            scheduled: 3,
+            started: at(0),
+            finished: at(3),
+        };
+        let second = LoadOutcome {
+            acks: vec![ack(3)],
+            errors: BTreeMap::from([("UNAVAILABLE".into(), 2), ("TIMEOUT".into(), 1)]),
+            scheduled: 4,
+            started: at(3),
+            finished: at(6),
+        };
+        let all = LoadOutcome::merged([&first, &second]);
+        assert_eq!(all.acks.iter().map(|a| a.id).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(all.scheduled, 7);
+        assert_eq!((all.started, all.finished), (at(0), at(6)));
+        assert_eq!(
+            all.errors,
+            BTreeMap::from([("UNAVAILABLE".into(), 3), ("TIMEOUT".into(), 1)])
+        );
+        assert_eq!(LoadOutcome::merged([]).elapsed_s(), 0.0);
     }
 }

@@ -1,5 +1,9 @@
 //! The PostgreSQL event bus between two gateways ("gw-a", "gw-b") on one fresh database.
 //! Notifications are per database, so parallel tests never hear each other.
+//!
+//! These tests live with the server rather than in `parley-bus`: they need the test kit's
+//! fresh databases, and the kit depends on the server, which depends on the bus, so a
+//! dev-dependency of the bus on the kit would close a cycle.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -8,9 +12,9 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use chrono::Utc;
-use parley_bus::{Announcement, EventBus, Subscription};
-use parley_domain::{ConvId, Event, EventKind};
-use parley_store::pg::{CancellationToken, PgBus};
+use parley_bus::pg::{CancellationToken, PgBus};
+use parley_bus::{Committed, EventBus, Notice, Subscription};
+use parley_domain::{ConvId, DeviceId, Event, EventKind, UserId};
 use parley_testkit::TestDb;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
@@ -60,8 +64,20 @@ async fn within<T>(what: &str, f: impl Future<Output = T>) -> Result<T> {
         .with_context(|| format!("{what}: nothing within {ARRIVAL_TIMEOUT_MS} ms"))
 }
 
-async fn next(sub: &mut Subscription, what: &str) -> Result<Announcement> {
-    Ok(within(what, sub.recv()).await??)
+/// The next committed event or head; a notice in between is an error.
+async fn next(sub: &mut Subscription, what: &str) -> Result<Committed> {
+    let got = within(what, sub.recv()).await??;
+    got.committed()
+        .cloned()
+        .with_context(|| format!("{what}: a notice instead of an event: {got:?}"))
+}
+
+/// The next notice; an event in between is an error.
+async fn next_notice(sub: &mut Subscription, what: &str) -> Result<Notice> {
+    let got = within(what, sub.recv()).await??;
+    got.notice()
+        .cloned()
+        .with_context(|| format!("{what}: an event instead of a notice: {got:?}"))
 }
 
 async fn stop_both(a: PgBus, b: PgBus, stop: CancellationToken) -> Result<()> {
@@ -83,12 +99,14 @@ async fn a_local_subscriber_gets_the_full_event_at_once() -> Result<()> {
     let got = sub_a
         .try_recv()
         .context("A's subscriber has nothing right after announce")?;
+    let got = got.committed().context("not an event")?;
     ensure!(
         got.conv_id.as_str() == "c-1" && got.head == 4,
         "got {got:?}"
     );
     let payload = got
         .event
+        .clone()
         .context("A's own subscriber must get the payload")?;
     ensure!(
         Arc::ptr_eq(&payload, &sent),
@@ -120,7 +138,9 @@ async fn a_gateway_ignores_its_own_notification_coming_back() -> Result<()> {
     let mut sub_b = b.subscribe();
     a.announce(event("c-1", 1));
     ensure!(
-        sub_a.try_recv().is_ok_and(|x| x.event.is_some()),
+        sub_a
+            .try_recv()
+            .is_ok_and(|x| x.committed().is_some_and(|c| c.event.is_some())),
         "the local delivery"
     );
     next(&mut sub_b, "B's announcement").await?;
@@ -212,7 +232,7 @@ async fn b_reconnects_after_its_listener_connection_is_killed_and_hears_again() 
             seq += 1;
             a.announce(event("c-r", seq));
             tokio::time::sleep(Duration::from_millis(50)).await;
-            if let Ok(got) = sub_b.try_recv() {
+            if let Some(got) = sub_b.try_recv().ok().and_then(|a| a.committed().cloned()) {
                 return got;
             }
         }
@@ -236,4 +256,47 @@ async fn the_bus_stops_when_its_shutdown_token_is_cancelled() -> Result<()> {
     ensure!(sub_a.try_recv().is_ok(), "local delivery after stop");
     ensure!(a.stats().dropped == 1, "{:?}", a.stats());
     Ok(())
+}
+
+#[tokio::test]
+async fn a_read_notice_and_a_revoke_notice_cross_from_a_to_b_and_reach_a_at_once() -> Result<()> {
+    let (_pool, a, b, stop) = two_gateways().await?;
+    let mut sub_a = a.subscribe();
+    let mut sub_b = b.subscribe();
+    let ana = UserId::parse("u-ana")?;
+    let read = Notice::ReadMoved {
+        user_id: ana.clone(),
+        conv_id: ConvId::parse("c-1")?,
+        read_seq: 4,
+        origin_device: DeviceId::parse("phone")?,
+    };
+    let revoke = Notice::DeviceRevoked {
+        user_id: ana,
+        device_id: DeviceId::parse("laptop")?,
+    };
+    a.notify(read.clone());
+    a.notify(revoke.clone());
+    // A's own subscribers get both at once, without a round trip through PostgreSQL.
+    for sent in [&read, &revoke] {
+        let got = sub_a
+            .try_recv()
+            .context("A's subscriber right after notify")?;
+        ensure!(got.notice() == Some(sent), "A got {got:?}");
+    }
+    // B gets both, in the order A made them.
+    ensure!(next_notice(&mut sub_b, "the read on B").await? == read);
+    ensure!(next_notice(&mut sub_b, "the revoke on B").await? == revoke);
+    let (sa, sb) = (a.stats(), b.stats());
+    ensure!(sa.notices_sent == 2 && sa.notices_lost == 0, "{sa:?}");
+    ensure!(
+        sb.notices_received == 2 && sb.notices_unknown == 0,
+        "{sb:?}"
+    );
+    // And A does not hear its own notices a second time.
+    tokio::time::sleep(Duration::from_millis(QUIET_PERIOD_MS)).await;
+    match sub_a.try_recv() {
+        Err(TryRecvError::Empty) => {}
+        other => bail!("A got its own notice back: {other:?}"),
+    }
+    stop_both(a, b, stop).await
 }

@@ -42,51 +42,93 @@ fn nines_label(x: &f64) -> String {
     }
 }
 
-/// `DIR/latency.svg`: one curve per series, latency against percentile.
-pub fn latency(dir: &Path, title: &str, series: &[(&str, &Histogram<u64>)]) -> Result<PathBuf> {
-    let path = dir.join("latency.svg");
-    let curves: Vec<(&str, Vec<(f64, f64)>)> =
-        series.iter().map(|(name, h)| (*name, curve(h))).collect();
-    let y_max = curves
-        .iter()
-        .flat_map(|(_, c)| c.iter().map(|p| p.1))
-        .fold(1.0, f64::max)
-        * 1.05;
-    let root = SVGBackend::new(&path, SIZE).into_drawing_area();
+/// Turns an axis value into its label.
+type LabelFormat = dyn Fn(&f64) -> String;
+
+/// One line of a chart: its legend, its points, its colour and its width.
+struct Line<'a> {
+    name: &'a str,
+    points: Vec<(f64, f64)>,
+    colour: RGBColor,
+    width: u32,
+}
+
+/// What a chart shows besides its lines.
+struct Frame<'a> {
+    title: &'a str,
+    x_max: f64,
+    y_max: f64,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    /// How many x labels, and how they read, when not as plain numbers.
+    x_labels: Option<(usize, &'a LabelFormat)>,
+    legend: SeriesLabelPosition,
+}
+
+/// Writes an SVG line chart of `lines` to `path`.
+fn line_chart(path: &Path, frame: Frame<'_>, lines: Vec<Line<'_>>) -> Result<()> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+        .caption(frame.title, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..NINES_MAX, 0f64..y_max)
+        .build_cartesian_2d(0f64..frame.x_max, 0f64..frame.y_max)
         .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("percentile")
-        .y_desc("latency (ms)")
-        .x_labels(5)
-        .x_label_formatter(&nines_label)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    for (i, (name, points)) in curves.into_iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(frame.x_desc).y_desc(frame.y_desc);
+    if let Some((count, formatter)) = frame.x_labels {
+        mesh.x_labels(count).x_label_formatter(formatter);
+    }
+    mesh.draw().map_err(|e| anyhow!("{e}"))?;
+    for line in lines {
+        let style = line.colour.stroke_width(line.width);
         chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+            .draw_series(LineSeries::new(line.points, style))
             .map_err(|e| anyhow!("{e}"))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
+            .label(line.name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], style));
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(frame.legend)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     root.present().map_err(|e| anyhow!("{e}"))?;
-    drop(chart);
-    drop(root);
+    Ok(())
+}
+
+/// `DIR/latency.svg`: one curve per series, latency against percentile.
+pub fn latency(dir: &Path, title: &str, series: &[(&str, &Histogram<u64>)]) -> Result<PathBuf> {
+    let path = dir.join("latency.svg");
+    let lines: Vec<Line<'_>> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (name, h))| Line {
+            name,
+            points: curve(h),
+            colour: COLOURS[i % COLOURS.len()],
+            width: 2,
+        })
+        .collect();
+    let y_max = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.05;
+    let frame = Frame {
+        title,
+        x_max: NINES_MAX,
+        y_max,
+        x_desc: "percentile",
+        y_desc: "latency (ms)",
+        x_labels: Some((5, &nines_label)),
+        legend: SeriesLabelPosition::UpperLeft,
+    };
+    line_chart(&path, frame, lines)?;
     Ok(path)
 }
 
@@ -105,51 +147,35 @@ pub fn throughput(
         .chain(target)
         .fold(1.0, f64::max)
         * 1.1;
-    let root = SVGBackend::new(&path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the start of the load")
-        .y_desc("acked sends per second")
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
     // Each second's count is drawn at the middle of its second.
-    let points = per_second
-        .iter()
-        .enumerate()
-        .map(|(s, &n)| (s as f64 + 0.5, n as f64));
-    chart
-        .draw_series(LineSeries::new(points, COLOURS[0].stroke_width(2)))
-        .map_err(|e| anyhow!("{e}"))?
-        .label("acked per second")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], COLOURS[0].stroke_width(2)));
+    let mut lines = vec![Line {
+        name: "acked per second",
+        points: per_second
+            .iter()
+            .enumerate()
+            .map(|(s, &n)| (s as f64 + 0.5, n as f64))
+            .collect(),
+        colour: COLOURS[0],
+        width: 2,
+    }];
     if let Some(t) = target {
-        chart
-            .draw_series(LineSeries::new(
-                [(0.0, t), (x_max, t)],
-                COLOURS[1].stroke_width(1),
-            ))
-            .map_err(|e| anyhow!("{e}"))?
-            .label("target rate")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], COLOURS[1].stroke_width(1)));
+        lines.push(Line {
+            name: "target rate",
+            points: vec![(0.0, t), (x_max, t)],
+            colour: COLOURS[1],
+            width: 1,
+        });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    drop(chart);
-    drop(root);
+    let frame = Frame {
+        title,
+        x_max,
+        y_max,
+        x_desc: "seconds since the start of the load",
+        y_desc: "acked sends per second",
+        x_labels: None,
+        legend: SeriesLabelPosition::LowerRight,
+    };
+    line_chart(&path, frame, lines)?;
     Ok(path)
 }
 

@@ -7,19 +7,25 @@
 //!
 //! The load model of SPEC §13 (`seed-peak`, `saturate`, `hot-conversation`,
 //! `reconnect-storm`) runs through simulated devices, each an SDK realtime session; every
-//! device's deliveries are checked against the acks through a final sync. See `harness.rs`.
+//! device's deliveries are checked against the acks through a final sync. `harness.rs` runs
+//! their phases; each scenario's file holds only what is its own.
 
+mod cpu;
+mod fixtures;
 mod large_group;
 mod push_latency;
 mod report;
 mod sync_feed;
 
 mod baseline;
+mod conclude;
 mod devices;
 mod harness;
 mod hot_conversation;
 mod load;
+mod load_report;
 mod plots;
+mod progress;
 mod reconnect_storm;
 mod saturate;
 mod seed_peak;
@@ -114,9 +120,9 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::PushLatency => push_latency::run(&args).await,
         Scenario::SyncFeed => sync_feed::run(&args).await,
         Scenario::LargeGroup => large_group::run(&args).await,
-        Scenario::SeedPeak => seed_peak::run(&args).await,
-        Scenario::Saturate => saturate::run(&args).await,
-        Scenario::HotConversation => hot_conversation::run(&args).await,
-        Scenario::ReconnectStorm => reconnect_storm::run(&args).await,
+        Scenario::SeedPeak => harness::run(&args, &seed_peak::SeedPeak).await,
+        Scenario::Saturate => harness::run(&args, &saturate::Saturate).await,
+        Scenario::HotConversation => harness::run(&args, &hot_conversation::HotConversation).await,
+        Scenario::ReconnectStorm => harness::run(&args, &reconnect_storm::ReconnectStorm).await,
     }
 }

@@ -163,7 +163,30 @@ pub async fn build(
     plan.check()?;
     let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let users: Vec<String> = (0..plan.users).map(|i| World::user_id(&tag, i)).collect();
+    create_users(admin, &users, on_step).await?;
+    let clients = issue_devices(admin, &users[..plan.online], on_step).await?;
+    let wanted = choose_conversations(&plan, rng);
+    let convs = create_conversations(&tag, &users, &clients, wanted, on_step).await?;
+    let mut device_convs = vec![Vec::new(); plan.online];
+    for (c, conv) in convs.iter().enumerate() {
+        for &d in &conv.online {
+            device_convs[d as usize].push(c as u32);
+        }
+    }
+    Ok(World {
+        tag,
+        plan,
+        clients,
+        convs,
+        device_convs,
+    })
+}
 
+async fn create_users(
+    admin: &AdminClient,
+    users: &[String],
+    on_step: &(dyn Fn() + Sync),
+) -> Result<()> {
     stream::iter(users.iter())
         .map(|u| async move {
             let made = admin.create_user(u, None).await;
@@ -173,8 +196,16 @@ pub async fn build(
         .buffer_unordered(SETUP_REQUESTS_IN_FLIGHT)
         .try_collect::<Vec<_>>()
         .await?;
+    Ok(())
+}
 
-    let clients: Vec<Client> = stream::iter(users[..plan.online].iter())
+/// A device for each of `users`, as a client logged in with its token.
+async fn issue_devices(
+    admin: &AdminClient,
+    users: &[String],
+    on_step: &(dyn Fn() + Sync),
+) -> Result<Vec<Client>> {
+    stream::iter(users.iter())
         .map(|u| async move {
             let token = admin.create_device(u, DEVICE_ID).await;
             on_step();
@@ -183,10 +214,17 @@ pub async fn build(
         })
         .buffered(SETUP_REQUESTS_IN_FLIGHT)
         .try_collect()
-        .await?;
+        .await
+}
 
-    // Each conversation: (class, creator device, other members as user indices).
-    let mut wanted: Vec<(ConvClass, usize, Vec<usize>)> = Vec::new();
+/// A conversation to create: its class, the creating device, and the other members as user
+/// indices.
+type Wanted = (ConvClass, usize, Vec<usize>);
+
+/// The conversations of `plan`: direct chats between distinct pairs of online users, groups
+/// with a creator and a second member online, and the hot group of the first users.
+fn choose_conversations(plan: &WorldPlan, rng: &mut StdRng) -> Vec<Wanted> {
+    let mut wanted: Vec<Wanted> = Vec::new();
     let mut pairs = HashSet::new();
     while pairs.len() < plan.directs {
         let a = rng.gen_range(0..plan.online);
@@ -217,54 +255,46 @@ pub async fn build(
     if let Some(hot) = plan.hot_group {
         wanted.push((ConvClass::Hot, 0, (1..hot).collect()));
     }
+    wanted
+}
 
-    let convs: Vec<Conv> = stream::iter(wanted.into_iter().enumerate())
-        .map(|(i, (class, creator, others))| {
-            let (tag, users, clients) = (&tag, &users, &clients);
-            async move {
-                let names: Vec<&str> = others.iter().map(|&u| users[u].as_str()).collect();
-                let request = match class {
-                    ConvClass::Direct => NewConversation::direct(names[0]),
-                    ConvClass::Group | ConvClass::Hot => {
-                        NewConversation::group(names).with_conv_id(format!("b{tag}-g{i}"))
-                    }
-                };
-                let made = clients[creator].create_conversation(&request).await;
-                on_step();
-                let made = made.with_context(|| format!("creating conversation {i}"))?;
-                let mut online: Vec<u32> = std::iter::once(creator)
-                    .chain(others.iter().copied())
-                    .filter(|&u| u < clients.len())
-                    .map(|u| u as u32)
-                    .collect();
-                online.sort_unstable();
-                Ok::<_, anyhow::Error>(Conv {
-                    id: made.conv_id,
-                    class,
-                    members: others.len() + 1,
-                    online,
-                    epoch: made.epoch,
-                    start: made.head,
-                })
-            }
+async fn create_conversations(
+    tag: &str,
+    users: &[String],
+    clients: &[Client],
+    wanted: Vec<Wanted>,
+    on_step: &(dyn Fn() + Sync),
+) -> Result<Vec<Conv>> {
+    stream::iter(wanted.into_iter().enumerate())
+        .map(|(i, (class, creator, others))| async move {
+            let names: Vec<&str> = others.iter().map(|&u| users[u].as_str()).collect();
+            let request = match class {
+                ConvClass::Direct => NewConversation::direct(names[0]),
+                ConvClass::Group | ConvClass::Hot => {
+                    NewConversation::group(names).with_conv_id(format!("b{tag}-g{i}"))
+                }
+            };
+            let made = clients[creator].create_conversation(&request).await;
+            on_step();
+            let made = made.with_context(|| format!("creating conversation {i}"))?;
+            let mut online: Vec<u32> = std::iter::once(creator)
+                .chain(others.iter().copied())
+                .filter(|&u| u < clients.len())
+                .map(|u| u as u32)
+                .collect();
+            online.sort_unstable();
+            Ok::<_, anyhow::Error>(Conv {
+                id: made.conv_id,
+                class,
+                members: others.len() + 1,
+                online,
+                epoch: made.epoch,
+                start: made.head,
+            })
         })
         .buffered(SETUP_REQUESTS_IN_FLIGHT / 2)
         .try_collect()
-        .await?;
-
-    let mut device_convs = vec![Vec::new(); plan.online];
-    for (c, conv) in convs.iter().enumerate() {
-        for &d in &conv.online {
-            device_convs[d as usize].push(c as u32);
-        }
-    }
-    Ok(World {
-        tag,
-        plan,
-        clients,
-        convs,
-        device_convs,
-    })
+        .await
 }
 
 /// Requests `build` makes for `plan`, for a progress bar's length.
@@ -287,6 +317,39 @@ mod tests {
         assert_eq!((sizes[0], sizes[1]), (10, 500));
         let small = sizes.iter().filter(|&&s| s < 100).count();
         assert!(small > 20, "log-uniform: most groups are small ({sizes:?})");
+    }
+
+    #[test]
+    fn chosen_conversations_have_distinct_pairs_and_online_creators() {
+        let plan = WorldPlan {
+            users: 50,
+            online: 10,
+            directs: 20,
+            group_sizes: vec![5, 30],
+            hot_group: Some(50),
+        };
+        let wanted = choose_conversations(&plan, &mut StdRng::seed_from_u64(3));
+        assert_eq!(wanted.len(), 20 + 2 + 1);
+        let pairs: HashSet<(usize, usize)> = wanted[..20]
+            .iter()
+            .map(|(class, a, others)| {
+                assert_eq!(*class, ConvClass::Direct);
+                let b = others[0];
+                assert!(
+                    a != &b && *a < 10 && b < 10,
+                    "{a} and {b} online and distinct"
+                );
+                (*a.min(&b), *a.max(&b))
+            })
+            .collect();
+        assert_eq!(pairs.len(), 20, "every direct pair once");
+        for ((class, creator, others), size) in wanted[20..22].iter().zip([5, 30]) {
+            assert_eq!(*class, ConvClass::Group);
+            assert!(*creator < 10 && others[0] < 10, "creator and second online");
+            assert_eq!(others.len() + 1, size);
+            assert!(!others.contains(creator));
+        }
+        assert_eq!(wanted[22], (ConvClass::Hot, 0, (1..50).collect()));
     }
 
     #[test]

@@ -1,13 +1,13 @@
 -- Tables and rows for running the raw send transaction under pgbench, in a database of its
 -- own (never the server's):
 --   createdb -h 127.0.0.1 -U postgres parley_pgbench
---   psql -h 127.0.0.1 -U postgres -d parley_pgbench -f crates/parley/bench/pgbench/setup.sql
+--   psql -h 127.0.0.1 -U postgres -d parley_pgbench -f crates/parley-bench/pgbench/setup.sql
 -- The tables are the server's own schema (the store's migration, included below); the rows
 -- are what the server writes when conversations are created: 1,000 direct chats c0..c999
 -- between users u0..u1999, and one group `hot` of 64 members w0..w63, each with its join
 -- events, membership periods and next_seq after them.
 \set ON_ERROR_STOP on
-\ir ../../../parley-store/migrations/postgres/0001_schema.sql
+\ir ../../parley-store/migrations/postgres/0001_schema.sql
 
 INSERT INTO users (user_id)
 SELECT 'u' || i FROM generate_series(0, 1999) AS i

@@ -36,6 +36,15 @@ pub fn record(h: &mut Histogram<u64>, d: std::time::Duration) {
     let _ = h.record(us);
 }
 
+/// Writes `report` as `DIR/report.json`, prints it, and says where it went: the end of the
+/// scenarios that have no readable summary of their own.
+pub fn publish(dir: &std::path::Path, report: &serde_json::Value) -> anyhow::Result<()> {
+    let path = write_json(dir, report)?;
+    println!("{}", serde_json::to_string_pretty(report)?);
+    println!("report written to {}", path.display());
+    Ok(())
+}
+
 /// Writes `report` as `DIR/report.json` and returns its path.
 pub fn write_json(
     dir: &std::path::Path,
