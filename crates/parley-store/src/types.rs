@@ -165,10 +165,7 @@ impl MemberSnapshot {
         pull_threshold: Option<u32>,
         members: usize,
     ) -> DeliveryMode {
-        match (mode, pull_threshold) {
-            (DeliveryMode::Push, Some(t)) if members >= t as usize => DeliveryMode::Pull,
-            _ => mode,
-        }
+        parley_domain::decide::membership::mode_after_join(mode, pull_threshold, members)
     }
 }
 
