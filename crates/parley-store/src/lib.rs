@@ -6,6 +6,7 @@
 //! one writer, so there every write serialises.
 
 pub mod error;
+mod flow;
 mod page;
 pub mod pg;
 pub mod sqlite;

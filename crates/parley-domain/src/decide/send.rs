@@ -65,6 +65,7 @@ pub struct Earlier<'a> {
     pub request_hash: &'a RequestHash,
 }
 
+/// What an accepted request does; refusals are `Rejection`s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendDecision {
     /// A new message, at the conversation's next seq.
@@ -78,54 +79,39 @@ pub enum SendDecision {
     },
     /// The same request as the batch's request `index`: answer that one's ack with `dup`.
     ReplayOfEarlier { index: usize },
-    /// The key was used for a different request.
-    Mismatch,
-    /// The sender has no open period, or the conversation does not exist (P10).
-    NotMember,
-}
-
-impl SendDecision {
-    /// The refusal this decision answers, if it is one.
-    pub fn rejection(&self) -> Option<Rejection> {
-        match self {
-            Self::Mismatch => Some(Rejection::IdempotencyMismatch),
-            Self::NotMember => Some(Rejection::NotMember),
-            _ => None,
-        }
-    }
 }
 
 /// Decides one request from its key check and the earlier request of its batch that took the
-/// same key, if any: a stored request first, then the batch's, then the sender's period.
+/// same key, if any: a stored request first, then the batch's, then the sender's period. A key
+/// used for a different request is `IdempotencyMismatch`; a sender without an open period, or
+/// a conversation that does not exist (P10), `NotMember`.
 pub fn decide(
     check: &KeyCheck,
     earlier: Option<Earlier<'_>>,
     request_hash: &RequestHash,
-) -> SendDecision {
+) -> Result<SendDecision, Rejection> {
     if let Some((found, purged)) = check.prior() {
-        return if found.request_hash == *request_hash {
-            SendDecision::Replay {
-                seq: found.seq,
-                message_id: found.message_id,
-                purged,
-            }
-        } else {
-            SendDecision::Mismatch
-        };
+        if found.request_hash != *request_hash {
+            return Err(Rejection::IdempotencyMismatch);
+        }
+        return Ok(SendDecision::Replay {
+            seq: found.seq,
+            message_id: found.message_id,
+            purged,
+        });
     }
     if let Some(earlier) = earlier {
-        return if earlier.request_hash == request_hash {
-            SendDecision::ReplayOfEarlier {
-                index: earlier.index,
-            }
-        } else {
-            SendDecision::Mismatch
-        };
+        if earlier.request_hash != request_hash {
+            return Err(Rejection::IdempotencyMismatch);
+        }
+        return Ok(SendDecision::ReplayOfEarlier {
+            index: earlier.index,
+        });
     }
     if !check.sender_is_member {
-        return SendDecision::NotMember;
+        return Err(Rejection::NotMember);
     }
-    SendDecision::Write
+    Ok(SendDecision::Write)
 }
 
 #[cfg(test)]
@@ -155,11 +141,12 @@ mod tests {
     #[test]
     fn a_member_with_a_new_key_writes_and_a_stranger_is_refused() {
         let member = check(vec![KeyCheckRow::OpenPeriod]);
-        assert_eq!(decide(&member, None, &hash("hi")), SendDecision::Write);
+        assert_eq!(decide(&member, None, &hash("hi")), Ok(SendDecision::Write));
         let stranger = check(vec![]);
-        let d = decide(&stranger, None, &hash("hi"));
-        assert_eq!(d, SendDecision::NotMember);
-        assert_eq!(d.rejection(), Some(Rejection::NotMember));
+        assert_eq!(
+            decide(&stranger, None, &hash("hi")),
+            Err(Rejection::NotMember)
+        );
     }
 
     #[test]
@@ -168,21 +155,20 @@ mod tests {
         let left = check(vec![KeyCheckRow::Log(stored(7, "hi"))]);
         assert_eq!(
             decide(&left, None, &hash("hi")),
-            SendDecision::Replay {
+            Ok(SendDecision::Replay {
                 seq: 7,
                 message_id: Uuid::from_u128(7),
                 purged: false
-            }
+            })
         );
         // Another body under the same key is a mismatch, member or not.
-        assert_eq!(decide(&left, None, &hash("other")), SendDecision::Mismatch);
+        let mismatch = Err(Rejection::IdempotencyMismatch);
+        assert_eq!(decide(&left, None, &hash("other")), mismatch);
         let member = check(vec![
             KeyCheckRow::OpenPeriod,
             KeyCheckRow::Log(stored(7, "hi")),
         ]);
-        let d = decide(&member, None, &hash("other"));
-        assert_eq!(d, SendDecision::Mismatch);
-        assert_eq!(d.rejection(), Some(Rejection::IdempotencyMismatch));
+        assert_eq!(decide(&member, None, &hash("other")), mismatch);
     }
 
     #[test]
@@ -193,13 +179,16 @@ mod tests {
         ]);
         assert_eq!(
             decide(&purged, None, &hash("hi")),
-            SendDecision::Replay {
+            Ok(SendDecision::Replay {
                 seq: 3,
                 message_id: Uuid::from_u128(3),
                 purged: true
-            }
+            })
         );
-        assert_eq!(decide(&purged, None, &hash("no")), SendDecision::Mismatch);
+        assert_eq!(
+            decide(&purged, None, &hash("no")),
+            Err(Rejection::IdempotencyMismatch)
+        );
         // Rows in either order: the log's answer is the one given.
         let both = check(vec![
             KeyCheckRow::Tombstone(stored(3, "old")),
@@ -207,11 +196,11 @@ mod tests {
         ]);
         assert_eq!(
             decide(&both, None, &hash("hi")),
-            SendDecision::Replay {
+            Ok(SendDecision::Replay {
                 seq: 9,
                 message_id: Uuid::from_u128(9),
                 purged: false
-            }
+            })
         );
     }
 
@@ -225,11 +214,11 @@ mod tests {
         };
         assert_eq!(
             decide(&member, Some(earlier), &hash("hi")),
-            SendDecision::ReplayOfEarlier { index: 2 }
+            Ok(SendDecision::ReplayOfEarlier { index: 2 })
         );
         assert_eq!(
             decide(&member, Some(earlier), &hash("changed")),
-            SendDecision::Mismatch
+            Err(Rejection::IdempotencyMismatch)
         );
         // A stored request answers before the batch's own.
         let stored_too = check(vec![
@@ -238,13 +227,13 @@ mod tests {
         ]);
         assert!(matches!(
             decide(&stored_too, Some(earlier), &hash("hi")),
-            SendDecision::Replay { seq: 4, .. }
+            Ok(SendDecision::Replay { seq: 4, .. })
         ));
-    }
-
-    #[test]
-    fn only_refusals_have_a_rejection() {
-        assert_eq!(SendDecision::Write.rejection(), None);
-        assert_eq!(SendDecision::ReplayOfEarlier { index: 0 }.rejection(), None);
+        // Only accepted requests take a key, so a stranger never has an earlier request.
+        let stranger = check(vec![]);
+        assert_eq!(
+            decide(&stranger, None, &hash("hi")),
+            Err(Rejection::NotMember)
+        );
     }
 }

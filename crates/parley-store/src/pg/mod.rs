@@ -35,7 +35,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 use sqlx::postgres::PgPoolOptions;
-use sqlx::PgPool;
+use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::{error::StoreError, store::Store, types::*};
 
@@ -43,6 +43,9 @@ use crate::{error::StoreError, store::Store, types::*};
 const POOL_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// A transaction on the pool: READ COMMITTED for writes, REPEATABLE READ for reads.
+type PgTx<'c> = Transaction<'c, Postgres>;
 
 #[derive(Clone)]
 pub struct PgStore {

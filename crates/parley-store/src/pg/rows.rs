@@ -1,11 +1,13 @@
-//! Row decoding and the commit helper shared by the PostgreSQL modules.
+//! Row decoding and the commit shared by the PostgreSQL modules.
 
 use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, Event, EventKind, UserId};
 use sqlx::postgres::PgRow;
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::Row;
 
+use super::PgTx;
 use crate::error::StoreError;
+use crate::flow::WriteTx;
 
 pub(super) fn event_from_row(conv_id: &ConvId, row: &PgRow) -> Result<Event, StoreError> {
     let kind: String = row.try_get("kind")?;
@@ -37,8 +39,14 @@ pub(super) fn event_from_row(conv_id: &ConvId, row: &PgRow) -> Result<Event, Sto
 /// Commits a write transaction. Any failure here is reported as an unknown outcome (P6): the
 /// commit may have reached the server before the connection failed, and only a retry with the
 /// same request key tells the client the truth.
-pub(super) async fn commit(tx: Transaction<'_, Postgres>) -> Result<(), StoreError> {
+pub(super) async fn commit(tx: PgTx<'_>) -> Result<(), StoreError> {
     tx.commit()
         .await
         .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+}
+
+impl WriteTx for PgTx<'_> {
+    async fn commit_or_unknown(self) -> Result<(), StoreError> {
+        commit(self).await
+    }
 }

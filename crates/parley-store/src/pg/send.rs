@@ -1,19 +1,18 @@
-//! The send transaction (SPEC §4), one READ COMMITTED transaction:
-//! lock the conversation row, check the request key in the log and in the tombstones, check the
-//! sender's open period, insert at `next_seq`, advance the counter, commit.
-//!
-//! The checks run under the lock and in statements issued after it was granted, so each sees
-//! every send that committed before the lock was released: two identical concurrent requests
-//! resolve to one row and one `dup = false`. (A single statement that locked and checked at
-//! once would re-check only the locked row after waiting and miss the other's new event.)
+//! The primitives of the send transaction (`flow::send`) on PostgreSQL, one READ COMMITTED
+//! transaction of four statements: the row lock, the key check, the insert, the commit. The
+//! statements are exported for the benchmark's baseline, which runs them without the server.
 
 use chrono::{DateTime, Utc};
-use parley_domain::Rejection;
+use parley_domain::decide::send::{KeyCheck, KeyCheckRow};
+use parley_domain::decide::{LogCounter, Slot};
+use parley_domain::ConvId;
+use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::rows::commit;
+use super::PgTx;
 use crate::error::StoreError;
+use crate::flow::send::{key_check_row, send_in, SendTx};
 use crate::types::{SendOutcome, SendRequest};
 
 /// Step 1: the conversation's row lock, its counter and its message count. `$1` conv_id.
@@ -53,90 +52,68 @@ pub const SEND_INSERT_SQL: &str = "WITH ins AS (
  )
  SELECT created_at FROM ins";
 
-/// Where a request key was found.
-enum Prior {
-    Event,
-    Tombstone,
+/// One send in its own transaction.
+pub(super) async fn send_one(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome, StoreError> {
+    send_in(pool.begin().await?, req).await
 }
 
-pub(super) async fn send(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome, StoreError> {
-    let conv = req.conv_id.as_str();
-    let sender = req.sender_user.as_str();
-    let key = req.client_msg_id.as_str();
-    let mut tx = pool.begin().await?;
+/// A row of `SEND_KEY_CHECK_SQL` or of the batch's key check.
+pub(super) fn key_check_row_of(row: &PgRow) -> Result<KeyCheckRow, StoreError> {
+    key_check_row(
+        row.try_get("src")?,
+        row.try_get("seq")?,
+        row.try_get("message_id")?,
+        row.try_get("request_hash")?,
+    )
+}
 
-    // 1. The conversation's row lock; an unknown conversation answers like a non-member (P10).
-    let locked = sqlx::query(SEND_LOCK_SQL)
-        .bind(conv)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let Some(locked) = locked else {
-        return Err(Rejection::NotMember.into());
-    };
-    let seq: i64 = locked.try_get("next_seq")?;
-    let msg_ordinal: i64 = locked.try_get::<i64, _>("msg_count")? + 1;
+impl SendTx for PgTx<'_> {
+    async fn lock_for_send(&mut self, conv_id: &ConvId) -> Result<Option<LogCounter>, StoreError> {
+        let locked = sqlx::query(SEND_LOCK_SQL)
+            .bind(conv_id.as_str())
+            .fetch_optional(&mut **self)
+            .await?;
+        let Some(locked) = locked else {
+            return Ok(None);
+        };
+        Ok(Some(LogCounter::new(
+            locked.try_get("next_seq")?,
+            locked.try_get("msg_count")?,
+        )))
+    }
 
-    // 2–4. Request key in the log, in the tombstones, and the sender's open period: one round trip.
-    let found = sqlx::query(SEND_KEY_CHECK_SQL)
-        .bind(conv)
-        .bind(sender)
-        .bind(key)
-        .fetch_all(&mut *tx)
-        .await?;
-
-    let mut is_member = false;
-    let mut prior = None;
-    for row in &found {
-        let src: &str = row.try_get("src")?;
-        match src {
-            "event" => prior = Some((Prior::Event, row)),
-            "tombstone" if prior.is_none() => prior = Some((Prior::Tombstone, row)),
-            "member" => is_member = true,
-            _ => {}
+    async fn key_check(&mut self, req: &SendRequest) -> Result<KeyCheck, StoreError> {
+        let rows = sqlx::query(SEND_KEY_CHECK_SQL)
+            .bind(req.conv_id.as_str())
+            .bind(req.sender_user.as_str())
+            .bind(req.client_msg_id.as_str())
+            .fetch_all(&mut **self)
+            .await?;
+        let mut check = KeyCheck::default();
+        for row in &rows {
+            check.record(key_check_row_of(row)?);
         }
-    }
-    if let Some((from, row)) = prior {
-        // The replay check precedes the membership check, so a retry by someone who has since
-        // left still learns that the original send committed.
-        let stored_hash: Option<String> = row.try_get("request_hash")?;
-        if stored_hash.as_deref() != Some(req.request_hash.as_str()) {
-            return Err(Rejection::IdempotencyMismatch.into());
-        }
-        let message_id: Option<Uuid> = row.try_get("message_id")?;
-        let message_id = message_id
-            .ok_or_else(|| StoreError::Unavailable("stored message without id".into()))?;
-        return Ok(SendOutcome {
-            conv_id: req.conv_id.clone(),
-            seq: row.try_get("seq")?,
-            message_id,
-            dup: true,
-            purged: matches!(from, Prior::Tombstone),
-            event: None,
-        });
-    }
-    if !is_member {
-        return Err(Rejection::NotMember.into());
+        Ok(check)
     }
 
-    // 5. Insert at next_seq, advance the counter, and move the sender's read position to the new
-    // message (an own message is read), all in one statement.
-    let message_id = Uuid::new_v4();
-    let inserted = sqlx::query(SEND_INSERT_SQL)
-        .bind(conv)
-        .bind(seq)
-        .bind(message_id)
-        .bind(sender)
-        .bind(req.sender_device.as_str())
-        .bind(key)
-        .bind(req.request_hash.as_str())
-        .bind(req.body.as_str())
-        .bind(msg_ordinal)
-        .fetch_one(&mut *tx)
-        .await?;
-    let created_at: DateTime<Utc> = inserted.try_get("created_at")?;
-
-    // 6. Commit; only now may the caller ack and announce.
-    commit(tx).await?;
-
-    Ok(req.committed(seq, message_id, created_at))
+    async fn insert_message(
+        &mut self,
+        req: &SendRequest,
+        slot: Slot,
+        message_id: Uuid,
+    ) -> Result<DateTime<Utc>, StoreError> {
+        let inserted = sqlx::query(SEND_INSERT_SQL)
+            .bind(req.conv_id.as_str())
+            .bind(slot.seq)
+            .bind(message_id)
+            .bind(req.sender_user.as_str())
+            .bind(req.sender_device.as_str())
+            .bind(req.client_msg_id.as_str())
+            .bind(req.request_hash.as_str())
+            .bind(req.body.as_str())
+            .bind(slot.msg_ordinal)
+            .fetch_one(&mut **self)
+            .await?;
+        Ok(inserted.try_get("created_at")?)
+    }
 }

@@ -54,7 +54,7 @@ pub const DB_FILE_NAME: &str = "parley.db";
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 /// A transaction on one of the pools: a write (holding the write lock) or a read (one snapshot).
-type Tx = Transaction<'static, Sqlite>;
+type Tx<'c> = Transaction<'c, Sqlite>;
 
 #[derive(Clone)]
 pub struct SqliteStore {
@@ -115,12 +115,12 @@ impl SqliteStore {
     }
 
     /// Starts a write transaction holding the write lock (`BEGIN IMMEDIATE`).
-    async fn begin_write(&self) -> Result<Tx, StoreError> {
+    async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     /// Starts a read transaction: one snapshot from its first statement to its end.
-    async fn begin_read(&self) -> Result<Tx, StoreError> {
+    async fn begin_read(&self) -> Result<Tx<'static>, StoreError> {
         Ok(self.reader.begin().await?)
     }
 
@@ -226,7 +226,7 @@ impl Store for SqliteStore {
     }
 
     async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
-        send::send(self, req).await
+        crate::flow::send::send_in(self.begin_write().await?, req).await
     }
 
     async fn events(

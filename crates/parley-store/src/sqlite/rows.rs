@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::Tx;
 use crate::error::StoreError;
+use crate::flow::WriteTx;
 
 /// The current time at the precision the store keeps (microseconds, like PostgreSQL's
 /// timestamptz), so an event answered from memory equals the same event read back.
@@ -70,10 +71,16 @@ pub(super) fn event_from_row(conv_id: &ConvId, row: &SqliteRow) -> Result<Event,
 /// Commits a write transaction. Any failure here is reported as an unknown outcome (P6): the
 /// commit may have reached the file before the error was raised, and only a retry with the same
 /// request key tells the client the truth. The transaction is rolled back when it is dropped.
-pub(super) async fn commit(tx: Tx) -> Result<(), StoreError> {
+pub(super) async fn commit(tx: Tx<'_>) -> Result<(), StoreError> {
     tx.commit()
         .await
         .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+}
+
+impl WriteTx for Tx<'_> {
+    async fn commit_or_unknown(self) -> Result<(), StoreError> {
+        commit(self).await
+    }
 }
 
 /// Takes the next value of the change clock for this write transaction (see the schema): the

@@ -1,0 +1,96 @@
+//! The send transaction (SPEC §4): lock the conversation, check the request key in the log and
+//! in the tombstones and the sender's open period, insert at `next_seq`, advance the counter,
+//! move the sender's read position, commit.
+//!
+//! The checks run under the lock and in statements issued after it was granted, so each sees
+//! every send that committed before: two identical concurrent requests resolve to one row and
+//! one `dup = false`. (A single statement that locked and checked at once would re-check only
+//! the locked row after waiting and miss the other's new event.)
+
+use chrono::{DateTime, Utc};
+use parley_domain::decide::send::{decide, KeyCheck, KeyCheckRow, SendDecision, StoredRequest};
+use parley_domain::decide::{LogCounter, Slot};
+use parley_domain::{ConvId, Rejection, RequestHash};
+use uuid::Uuid;
+
+use super::{StoreFuture, WriteTx};
+use crate::error::StoreError;
+use crate::types::{SendOutcome, SendRequest};
+
+/// The primitives of the send transaction.
+pub(crate) trait SendTx: WriteTx {
+    /// Locks the conversation for this transaction and reads its counters; `None` when it does
+    /// not exist.
+    fn lock_for_send(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogCounter>>;
+    /// The request's key in the log and in the tombstones, and the sender's open period, read
+    /// after the lock.
+    fn key_check(&mut self, req: &SendRequest) -> impl StoreFuture<KeyCheck>;
+    /// Inserts the message at `slot`, advances the counter past it and moves the sender's read
+    /// position to it (an own message is read). Answers the event's `created_at`.
+    fn insert_message(
+        &mut self,
+        req: &SendRequest,
+        slot: Slot,
+        message_id: Uuid,
+    ) -> impl StoreFuture<DateTime<Utc>>;
+}
+
+/// Runs one send in `tx`, a fresh write transaction.
+pub(crate) async fn send_in<T: SendTx>(
+    mut tx: T,
+    req: &SendRequest,
+) -> Result<SendOutcome, StoreError> {
+    // 1. The lock; an unknown conversation answers like a non-member (P10).
+    let Some(mut counter) = tx.lock_for_send(&req.conv_id).await? else {
+        return Err(Rejection::NotMember.into());
+    };
+    let next_seq = counter.next_seq();
+    // 2–4. The request key and the sender's period, decided.
+    let check = tx.key_check(req).await?;
+    match decide(&check, None, &req.request_hash)? {
+        SendDecision::Write => {}
+        SendDecision::Replay {
+            seq,
+            message_id,
+            purged,
+        } => return Ok(req.replayed(seq, message_id, purged)),
+        SendDecision::ReplayOfEarlier { .. } => {
+            unreachable!("a lone send has no earlier request")
+        }
+    }
+    // 5. Insert at next_seq, advance the counter, move the sender's read position.
+    let slot = counter.take_msg();
+    assert_eq!(slot.seq, next_seq, "a send written off the counter");
+    let message_id = Uuid::new_v4();
+    let created_at = tx.insert_message(req, slot, message_id).await?;
+    // 6. Commit; only now may the caller ack and announce.
+    tx.commit_or_unknown().await?;
+    Ok(req.committed(slot.seq, message_id, created_at))
+}
+
+/// One row of a key check as a backend decoded it: where it was found (`event`, `tombstone`
+/// or `member`) and, for a stored key, its seq, message id and fingerprint.
+pub(crate) fn key_check_row(
+    src: &str,
+    seq: Option<i64>,
+    message_id: Option<Uuid>,
+    request_hash: Option<String>,
+) -> Result<KeyCheckRow, StoreError> {
+    let stored = move || -> Result<StoredRequest, StoreError> {
+        let missing =
+            |what: &str| StoreError::Unavailable(format!("stored request without {what}"));
+        Ok(StoredRequest {
+            seq: seq.ok_or_else(|| missing("seq"))?,
+            message_id: message_id.ok_or_else(|| missing("id"))?,
+            request_hash: RequestHash::from_stored(
+                request_hash.ok_or_else(|| missing("fingerprint"))?,
+            ),
+        })
+    };
+    match src {
+        "event" => Ok(KeyCheckRow::Log(stored()?)),
+        "tombstone" => Ok(KeyCheckRow::Tombstone(stored()?)),
+        "member" => Ok(KeyCheckRow::OpenPeriod),
+        _ => Err(StoreError::Unavailable(format!("key check row from {src}"))),
+    }
+}
