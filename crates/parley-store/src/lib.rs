@@ -5,10 +5,13 @@
 //! serialises on that conversation's row lock and nothing else serialises globally; SQLite has
 //! one writer, so there every write serialises.
 
+mod backend;
 pub mod error;
 mod flow;
 mod page;
 pub mod pg;
+mod rows;
+mod sql;
 pub mod sqlite;
 mod store;
 pub mod token;

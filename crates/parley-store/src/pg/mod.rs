@@ -37,6 +37,8 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
 
+use crate::backend::Backend;
+use crate::flow::{create, join, leave, role};
 use crate::{error::StoreError, store::Store, types::*};
 
 /// How long a request waits for a pooled connection before the store counts as unavailable.
@@ -74,6 +76,14 @@ impl PgStore {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+}
+
+impl Backend for PgStore {
+    type Tx = PgTx<'static>;
+
+    async fn begin_write(&self) -> Result<PgTx<'static>, StoreError> {
+        Ok(self.pool.begin().await?)
     }
 }
 
@@ -124,7 +134,7 @@ impl Store for PgStore {
         &self,
         req: &NewConversation,
     ) -> Result<CreatedConversation, StoreError> {
-        membership::create_conversation(&self.pool, req).await
+        create::create_conversation(self, req).await
     }
 
     async fn get_conversation(
@@ -149,7 +159,7 @@ impl Store for PgStore {
         actor: &UserId,
         target: &UserId,
     ) -> Result<MembershipChange, StoreError> {
-        membership::add_member(&self.pool, conv_id, actor, target).await
+        join::add_member(self, conv_id, actor, target).await
     }
 
     async fn remove_member(
@@ -158,7 +168,7 @@ impl Store for PgStore {
         actor: &UserId,
         target: &UserId,
     ) -> Result<MembershipChange, StoreError> {
-        membership::remove_member(&self.pool, conv_id, actor, target).await
+        leave::remove_member(self, conv_id, actor, target).await
     }
 
     async fn set_role(
@@ -168,7 +178,7 @@ impl Store for PgStore {
         target: &UserId,
         role: Role,
     ) -> Result<Role, StoreError> {
-        membership::set_role(&self.pool, conv_id, actor, target, role).await
+        role::set_role(self, conv_id, actor, target, role).await
     }
 
     async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {

@@ -1,18 +1,17 @@
 //! Row decoding and the commit shared by the PostgreSQL modules.
 
 use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, Event, EventKind, UserId};
+use parley_domain::{ConvId, Event, UserId};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::WriteTx;
+use crate::rows;
 
 pub(super) fn event_from_row(conv_id: &ConvId, row: &PgRow) -> Result<Event, StoreError> {
-    let kind: String = row.try_get("kind")?;
-    let kind = EventKind::parse(&kind)
-        .ok_or_else(|| StoreError::Unavailable(format!("unknown event kind in store: {kind}")))?;
+    let kind = rows::event_kind(row.try_get("kind")?)?;
     let recalled_at: Option<DateTime<Utc>> = row.try_get("recalled_at")?;
     let recalled = recalled_at.is_some();
     let body: Option<String> = if recalled { None } else { row.try_get("body")? };

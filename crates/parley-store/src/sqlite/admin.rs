@@ -7,6 +7,7 @@ use sqlx::Row;
 
 use super::rows::{now, ts};
 use super::SqliteStore;
+use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::types::{DeviceIdentity, User};
 

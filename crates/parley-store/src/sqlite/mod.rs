@@ -37,6 +37,8 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
+use crate::backend::Backend;
+use crate::flow::{create, join, leave, role};
 use crate::{error::StoreError, store::Store, types::*};
 
 /// Connections of the read pool: readers run in parallel in WAL mode, and more than a few per
@@ -114,11 +116,6 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Starts a write transaction holding the write lock (`BEGIN IMMEDIATE`).
-    async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
-    }
-
     /// Starts a read transaction: one snapshot from its first statement to its end.
     async fn begin_read(&self) -> Result<Tx<'static>, StoreError> {
         Ok(self.reader.begin().await?)
@@ -128,6 +125,15 @@ impl SqliteStore {
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
+    }
+}
+
+impl Backend for SqliteStore {
+    type Tx = Tx<'static>;
+
+    /// Holds the write lock from the first statement (`BEGIN IMMEDIATE`).
+    async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 }
 
@@ -178,7 +184,7 @@ impl Store for SqliteStore {
         &self,
         req: &NewConversation,
     ) -> Result<CreatedConversation, StoreError> {
-        membership::create_conversation(self, req).await
+        create::create_conversation(self, req).await
     }
 
     async fn get_conversation(
@@ -203,7 +209,7 @@ impl Store for SqliteStore {
         actor: &UserId,
         target: &UserId,
     ) -> Result<MembershipChange, StoreError> {
-        membership::add_member(self, conv_id, actor, target).await
+        join::add_member(self, conv_id, actor, target).await
     }
 
     async fn remove_member(
@@ -212,7 +218,7 @@ impl Store for SqliteStore {
         actor: &UserId,
         target: &UserId,
     ) -> Result<MembershipChange, StoreError> {
-        membership::remove_member(self, conv_id, actor, target).await
+        leave::remove_member(self, conv_id, actor, target).await
     }
 
     async fn set_role(
@@ -222,7 +228,7 @@ impl Store for SqliteStore {
         target: &UserId,
         role: Role,
     ) -> Result<Role, StoreError> {
-        membership::set_role(self, conv_id, actor, target, role).await
+        role::set_role(self, conv_id, actor, target, role).await
     }
 
     async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {

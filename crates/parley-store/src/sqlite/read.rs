@@ -14,6 +14,7 @@ use sqlx::{Row, SqliteConnection};
 
 use super::rows::{event_from_row, now, tick, ts};
 use super::SqliteStore;
+use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::page::{events_page, RangeReader, ReaderLog};
 use crate::types::{ConversationFeed, EventsQuery};

@@ -6,6 +6,7 @@ use sqlx::Row;
 
 use super::rows::{commit, now, ts};
 use super::SqliteStore;
+use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::types::{MemberSnapshot, Route};
 

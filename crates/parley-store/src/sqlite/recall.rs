@@ -10,6 +10,7 @@ use sqlx::Row;
 
 use super::rows::{commit, now as store_now, parse_ts, tick, ts};
 use super::SqliteStore;
+use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::types::RecallOutcome;
 

@@ -12,6 +12,7 @@ use sqlx::Row;
 
 use super::rows::{commit, parse_ts, tick, ts};
 use super::SqliteStore;
+use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::types::PurgeReport;
 

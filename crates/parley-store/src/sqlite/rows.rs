@@ -1,7 +1,7 @@
 //! Row decoding, timestamps, ids and the commit helper shared by the SQLite modules.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use parley_domain::{ConvId, Event, EventKind, UserId};
+use parley_domain::{ConvId, Event, UserId};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::Tx;
 use crate::error::StoreError;
 use crate::flow::WriteTx;
+use crate::rows;
 
 /// The current time at the precision the store keeps (microseconds, like PostgreSQL's
 /// timestamptz), so an event answered from memory equals the same event read back.
@@ -40,9 +41,7 @@ pub(super) fn parse_uuid(s: &str) -> Result<Uuid, StoreError> {
 }
 
 pub(super) fn event_from_row(conv_id: &ConvId, row: &SqliteRow) -> Result<Event, StoreError> {
-    let kind: String = row.try_get("kind")?;
-    let kind = EventKind::parse(&kind)
-        .ok_or_else(|| StoreError::Unavailable(format!("unknown event kind in store: {kind}")))?;
+    let kind = rows::event_kind(row.try_get("kind")?)?;
     let recalled_at: Option<String> = row.try_get("recalled_at")?;
     let recalled = recalled_at.is_some();
     let body: Option<String> = if recalled { None } else { row.try_get("body")? };

@@ -1,0 +1,87 @@
+//! What the membership changes share (join, leave and remove, set role): the primitives of
+//! their transactions and the lock every one of them starts with. Each allocates its seq from
+//! the counter messages use (P4) and opens or closes a period (P3).
+
+use chrono::{DateTime, Utc};
+use parley_domain::decide::membership::Parties;
+use parley_domain::decide::{LogCounter, Slot};
+use parley_domain::membership::CurrentMember;
+use parley_domain::{ConvId, ConvKind, DeliveryMode, Rejection, Role, UserId};
+
+use super::{StoreFuture, WriteTx};
+use crate::error::StoreError;
+
+/// The conversation as a membership change reads it under its lock.
+pub(crate) struct Locked {
+    pub kind: ConvKind,
+    pub counter: LogCounter,
+    pub member_count: usize,
+    pub delivery_mode: DeliveryMode,
+    /// The stored member count at which this group becomes pull.
+    pub pull_threshold: Option<u32>,
+}
+
+pub(crate) trait MembershipTx: WriteTx {
+    /// Locks the conversation and reads it; `None` when it does not exist.
+    fn lock_for_change(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<Locked>>;
+    /// The actor's and the target's open periods and whether the target is a user, read after
+    /// the lock.
+    fn parties(
+        &mut self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target: &UserId,
+    ) -> impl StoreFuture<Parties>;
+    /// Appends `actor`'s join of `target` at `slot`, opens the target's period there as a
+    /// member, advances the counter, counts one member more and switches the conversation to
+    /// pull when `to_pull`. Answers the event's `created_at`.
+    fn append_join(
+        &mut self,
+        conv_id: &ConvId,
+        slot: Slot,
+        actor: &UserId,
+        target: &UserId,
+        to_pull: bool,
+    ) -> impl StoreFuture<DateTime<Utc>>;
+    /// Appends `actor`'s leave (or removal) of `target` at `slot`, closes the target's period
+    /// there (so the leaver sees their own leave and nothing after), advances the counter and
+    /// counts one member fewer. Answers the event's `created_at`.
+    fn append_leave(
+        &mut self,
+        conv_id: &ConvId,
+        slot: Slot,
+        actor: &UserId,
+        target: &UserId,
+    ) -> impl StoreFuture<DateTime<Utc>>;
+    /// The current members other than `leaver`, with their roles and the start of their period.
+    fn remaining_members(
+        &mut self,
+        conv_id: &ConvId,
+        leaver: &UserId,
+    ) -> impl StoreFuture<Vec<CurrentMember<UserId>>>;
+    /// Sets the role of `user`'s open period.
+    fn set_open_role(
+        &mut self,
+        conv_id: &ConvId,
+        user: &UserId,
+        role: Role,
+    ) -> impl StoreFuture<()>;
+    /// Stamps the conversation as changed for the sync feed (roles show in its member list).
+    fn mark_changed(&mut self, conv_id: &ConvId) -> impl StoreFuture<()>;
+}
+
+/// Locks the conversation and reads the parties; an unknown conversation answers like one the
+/// actor is no member of (P10).
+pub(super) async fn lock_with_parties<T: MembershipTx>(
+    tx: &mut T,
+    conv_id: &ConvId,
+    actor: &UserId,
+    target: &UserId,
+) -> Result<(Locked, Parties), StoreError> {
+    let locked = tx
+        .lock_for_change(conv_id)
+        .await?
+        .ok_or(Rejection::NotMember)?;
+    let parties = tx.parties(conv_id, actor, target).await?;
+    Ok((locked, parties))
+}
