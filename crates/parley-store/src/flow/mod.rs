@@ -11,10 +11,14 @@ pub(crate) mod create;
 pub(crate) mod join;
 pub(crate) mod leave;
 pub(crate) mod membership;
+pub(crate) mod recall;
+pub(crate) mod retention;
 pub(crate) mod role;
 pub(crate) mod send;
 
 use std::future::Future;
+
+use parley_domain::{ConvId, Period, UserId};
 
 use crate::error::StoreError;
 
@@ -23,8 +27,17 @@ pub(crate) trait StoreFuture<T>: Future<Output = Result<T, StoreError>> + Send {
 
 impl<T, F> StoreFuture<T> for F where F: Future<Output = Result<T, StoreError>> + Send {}
 
-/// What every write transaction of a backend can do. Dropping one rolls it back.
-pub(crate) trait WriteTx: Send + Sized {
+/// What every transaction of a backend can do, reading or writing. Dropping one rolls it back.
+pub(crate) trait ReadTx: Send + Sized {
+    /// `user`'s membership periods of the conversation, ascending.
+    fn periods(&mut self, conv_id: &ConvId, user: &UserId) -> impl StoreFuture<Vec<Period>>;
+    /// Commits a transaction whose outcome a retry repeats harmlessly (a read, a read mark):
+    /// a failure is `Unavailable`.
+    fn finish(self) -> impl StoreFuture<()>;
+}
+
+/// What every write transaction of a backend can do.
+pub(crate) trait WriteTx: ReadTx {
     /// Commits. Any failure is an unknown outcome (P6): the commit may have landed before the
     /// error was raised, and only a retry with the same request key tells the client the truth.
     fn commit_or_unknown(self) -> impl StoreFuture<()>;

@@ -85,6 +85,22 @@ impl Backend for PgStore {
     async fn begin_write(&self) -> Result<PgTx<'static>, StoreError> {
         Ok(self.pool.begin().await?)
     }
+
+    async fn due_for_purge(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        retention::due_for_purge(&self.pool, now, limit).await
+    }
+
+    async fn expire_tombstone_batch(
+        &self,
+        older_than: DateTime<Utc>,
+        len_max: u64,
+    ) -> Result<u64, StoreError> {
+        retention::expire_tombstone_batch(&self.pool, older_than, len_max).await
+    }
 }
 
 #[async_trait]
@@ -202,7 +218,7 @@ impl Store for PgStore {
         target_seq: i64,
         now: DateTime<Utc>,
     ) -> Result<RecallOutcome, StoreError> {
-        recall::recall(&self.pool, conv_id, actor, target_seq, now).await
+        crate::flow::recall::recall(self, conv_id, actor, target_seq, now).await
     }
 
     async fn purge_batch(
@@ -210,11 +226,11 @@ impl Store for PgStore {
         now: DateTime<Utc>,
         batch_events_max: u32,
     ) -> Result<PurgeReport, StoreError> {
-        retention::purge_batch(&self.pool, now, batch_events_max).await
+        crate::flow::retention::purge_batch(self, now, batch_events_max).await
     }
 
     async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
-        retention::expire_tombstones(&self.pool, older_than).await
+        crate::flow::retention::expire_tombstones(self, older_than).await
     }
 
     async fn mark_read(

@@ -1,14 +1,15 @@
 //! Row decoding and the commit shared by the PostgreSQL modules.
 
 use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, Event, UserId};
+use parley_domain::{ConvId, Event, Period, UserId};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 
 use super::PgTx;
 use crate::error::StoreError;
-use crate::flow::WriteTx;
+use crate::flow::{ReadTx, WriteTx};
 use crate::rows;
+use crate::sql::PERIODS_SQL;
 
 pub(super) fn event_from_row(conv_id: &ConvId, row: &PgRow) -> Result<Event, StoreError> {
     let kind = rows::event_kind(row.try_get("kind")?)?;
@@ -42,6 +43,33 @@ pub(super) async fn commit(tx: PgTx<'_>) -> Result<(), StoreError> {
     tx.commit()
         .await
         .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+}
+
+impl ReadTx for PgTx<'_> {
+    async fn periods(
+        &mut self,
+        conv_id: &ConvId,
+        user: &UserId,
+    ) -> Result<Vec<Period>, StoreError> {
+        let found = sqlx::query(PERIODS_SQL)
+            .bind(conv_id.as_str())
+            .bind(user.as_str())
+            .fetch_all(&mut **self)
+            .await?;
+        found
+            .iter()
+            .map(|r| {
+                Ok(Period {
+                    from_seq: r.try_get("from_seq")?,
+                    to_seq: r.try_get("to_seq")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn finish(self) -> Result<(), StoreError> {
+        Ok(self.commit().await?)
+    }
 }
 
 impl WriteTx for PgTx<'_> {

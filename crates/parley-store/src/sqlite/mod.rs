@@ -135,6 +135,22 @@ impl Backend for SqliteStore {
     async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
+
+    async fn due_for_purge(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        retention::due_for_purge(self, now, limit).await
+    }
+
+    async fn expire_tombstone_batch(
+        &self,
+        older_than: DateTime<Utc>,
+        len_max: u64,
+    ) -> Result<u64, StoreError> {
+        retention::expire_tombstone_batch(self, older_than, len_max).await
+    }
 }
 
 #[async_trait]
@@ -252,7 +268,7 @@ impl Store for SqliteStore {
         target_seq: i64,
         now: DateTime<Utc>,
     ) -> Result<RecallOutcome, StoreError> {
-        recall::recall(self, conv_id, actor, target_seq, now).await
+        crate::flow::recall::recall(self, conv_id, actor, target_seq, now).await
     }
 
     async fn mark_read(
@@ -269,11 +285,11 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
         batch_events_max: u32,
     ) -> Result<PurgeReport, StoreError> {
-        retention::purge_batch(self, now, batch_events_max).await
+        crate::flow::retention::purge_batch(self, now, batch_events_max).await
     }
 
     async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
-        retention::expire_tombstones(self, older_than).await
+        crate::flow::retention::expire_tombstones(self, older_than).await
     }
 
     async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {

@@ -1,15 +1,16 @@
 //! Row decoding, timestamps, ids and the commit helper shared by the SQLite modules.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use parley_domain::{ConvId, Event, UserId};
+use parley_domain::{ConvId, Event, Period, UserId};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 use uuid::Uuid;
 
 use super::Tx;
 use crate::error::StoreError;
-use crate::flow::WriteTx;
+use crate::flow::{ReadTx, WriteTx};
 use crate::rows;
+use crate::sql::PERIODS_SQL;
 
 /// The current time at the precision the store keeps (microseconds, like PostgreSQL's
 /// timestamptz), so an event answered from memory equals the same event read back.
@@ -74,6 +75,33 @@ pub(super) async fn commit(tx: Tx<'_>) -> Result<(), StoreError> {
     tx.commit()
         .await
         .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+}
+
+impl ReadTx for Tx<'_> {
+    async fn periods(
+        &mut self,
+        conv_id: &ConvId,
+        user: &UserId,
+    ) -> Result<Vec<Period>, StoreError> {
+        let found = sqlx::query(PERIODS_SQL)
+            .bind(conv_id.as_str())
+            .bind(user.as_str())
+            .fetch_all(&mut **self)
+            .await?;
+        found
+            .iter()
+            .map(|r| {
+                Ok(Period {
+                    from_seq: r.try_get("from_seq")?,
+                    to_seq: r.try_get("to_seq")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn finish(self) -> Result<(), StoreError> {
+        Ok(self.commit().await?)
+    }
 }
 
 impl WriteTx for Tx<'_> {

@@ -1,0 +1,148 @@
+//! Retention (SPEC §4, purge): deletes the oldest events of conversations with a
+//! `retention_ms`, in seq order, and raises `min_seq` past them; the request keys of purged
+//! messages move into the tombstones in the same transaction (P2 after retention).
+//!
+//! Each conversation is cut in its own short transaction of at most one batch, so the purge
+//! never holds a conversation, or SQLite's one writer, for longer than one batch. A backend
+//! with per-conversation locks skips a conversation whose lock is held rather than wait for it.
+
+use chrono::{DateTime, Utc};
+use parley_domain::decide::retention::{cutoff, plan_cut};
+
+use super::{StoreFuture, WriteTx};
+use crate::backend::Backend;
+use crate::error::StoreError;
+use crate::types::PurgeReport;
+
+/// Most conversations one purge round cuts; the next round continues with the rest.
+pub(crate) const PURGE_CONVERSATIONS_PER_ROUND_MAX: usize = 1_000;
+/// Tombstones deleted by one statement (one transaction on SQLite) of the expiry.
+pub(crate) const TOMBSTONE_EXPIRY_BATCH_LEN_MAX: u64 = 10_000;
+/// Batches of one expiry call; what remains waits for the next call.
+const TOMBSTONE_EXPIRY_BATCHES_MAX: usize = 100;
+
+/// A conversation as the purge found it when it tried to lock it.
+pub(crate) enum PurgeLock {
+    /// Another transaction holds its lock.
+    Busy,
+    /// No such conversation.
+    Gone,
+    Locked {
+        min_seq: i64,
+        retention_ms: Option<i64>,
+    },
+}
+
+pub(crate) trait PurgeTx: WriteTx {
+    /// Locks the conversation without waiting for it.
+    fn lock_for_purge(&mut self, conv_id: &str) -> impl StoreFuture<PurgeLock>;
+    /// The first events from `min_seq`, at most `len_max`, ascending: `(seq, created_at)`.
+    fn oldest_events(
+        &mut self,
+        conv_id: &str,
+        min_seq: i64,
+        len_max: usize,
+    ) -> impl StoreFuture<Vec<(i64, DateTime<Utc>)>>;
+    /// Deletes the events of `seqs`, `(min_seq, through_seq)` inclusive, keeps the request
+    /// keys of the messages among them in the tombstones (stamped `now`; a key meeting an older
+    /// tombstone of its own, which expired and was used again, replaces it), raises `min_seq`
+    /// past them (never above `next_seq`) and stamps the conversation changed. Answers how many
+    /// events were deleted and tombstones written.
+    fn cut(
+        &mut self,
+        conv_id: &str,
+        seqs: (i64, i64),
+        now: DateTime<Utc>,
+    ) -> impl StoreFuture<(u64, u64)>;
+}
+
+/// What one conversation's purge transaction did.
+enum Cut {
+    Busy,
+    /// Nothing was past retention after all (a concurrent purge got there first).
+    Nothing,
+    Done {
+        deleted: u64,
+        tombstones: u64,
+        /// The batch was full: more events may be past retention.
+        full: bool,
+    },
+}
+
+pub(crate) async fn purge_batch<B: Backend>(
+    backend: &B,
+    now: DateTime<Utc>,
+    batch_events_max: u32,
+) -> Result<PurgeReport, StoreError> {
+    let batch = batch_events_max.max(1) as usize;
+    let due = backend
+        .due_for_purge(now, PURGE_CONVERSATIONS_PER_ROUND_MAX + 1)
+        .await?;
+    let mut report = PurgeReport {
+        more: due.len() > PURGE_CONVERSATIONS_PER_ROUND_MAX,
+        ..PurgeReport::default()
+    };
+    for conv in due.iter().take(PURGE_CONVERSATIONS_PER_ROUND_MAX) {
+        match cut_one(backend, conv, now, batch).await? {
+            Cut::Busy => report.conversations_busy += 1,
+            Cut::Nothing => {}
+            Cut::Done {
+                deleted,
+                tombstones,
+                full,
+            } => {
+                report.conversations += 1;
+                report.events_deleted += deleted;
+                report.tombstones_written += tombstones;
+                report.more |= full;
+            }
+        }
+    }
+    Ok(report)
+}
+
+async fn cut_one<B: Backend>(
+    backend: &B,
+    conv: &str,
+    now: DateTime<Utc>,
+    batch: usize,
+) -> Result<Cut, StoreError> {
+    let mut tx = backend.begin_write().await?;
+    let (min_seq, retention_ms) = match tx.lock_for_purge(conv).await? {
+        PurgeLock::Busy => return Ok(Cut::Busy),
+        PurgeLock::Locked {
+            min_seq,
+            retention_ms: Some(retention_ms),
+        } => (min_seq, retention_ms),
+        PurgeLock::Gone | PurgeLock::Locked { .. } => return Ok(Cut::Nothing),
+    };
+    let events = tx.oldest_events(conv, min_seq, batch).await?;
+    let Some(cut) = plan_cut(min_seq, &events, cutoff(now, retention_ms), batch) else {
+        return Ok(Cut::Nothing);
+    };
+    let (deleted, tombstones) = tx.cut(conv, (min_seq, cut.through_seq), now).await?;
+    tx.commit_or_unknown().await?;
+    Ok(Cut::Done {
+        deleted,
+        tombstones,
+        full: cut.full,
+    })
+}
+
+/// Deletes the tombstones purged before `older_than`, in bounded batches.
+pub(crate) async fn expire_tombstones<B: Backend>(
+    backend: &B,
+    older_than: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    let mut total = 0u64;
+    for _ in 0..TOMBSTONE_EXPIRY_BATCHES_MAX {
+        let done = backend
+            .expire_tombstone_batch(older_than, TOMBSTONE_EXPIRY_BATCH_LEN_MAX)
+            .await?;
+        total += done;
+        if done < TOMBSTONE_EXPIRY_BATCH_LEN_MAX {
+            break;
+        }
+    }
+    Ok(total)
+}
