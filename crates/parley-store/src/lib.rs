@@ -10,12 +10,15 @@ pub mod error;
 mod flow;
 mod page;
 pub mod pg;
+mod read;
 mod rows;
 mod sql;
 pub mod sqlite;
 mod store;
+mod store_impl;
 pub mod token;
 mod types;
+mod views;
 
 pub use error::StoreError;
 pub use store::Store;

@@ -7,13 +7,16 @@
 //! The primitives are generic methods returning `Send` futures: a flow over one backend is
 //! compiled for it, and a primitive call is a plain call, never a boxed one.
 
+pub(crate) mod admin;
 pub(crate) mod create;
 pub(crate) mod join;
 pub(crate) mod leave;
 pub(crate) mod membership;
+pub(crate) mod read_mark;
 pub(crate) mod recall;
 pub(crate) mod retention;
 pub(crate) mod role;
+pub(crate) mod route;
 pub(crate) mod send;
 
 use std::future::Future;

@@ -18,7 +18,7 @@ mod read;
 mod realtime;
 mod recall;
 mod retention;
-pub use read::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
+pub use crate::sql::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
 mod send_batch;
@@ -31,15 +31,14 @@ pub use send::{SEND_INSERT_SQL, SEND_KEY_CHECK_SQL, SEND_LOCK_SQL};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
+use parley_domain::{ConvId, DeviceId, Event, EventsPage, UserId};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::backend::Backend;
-use crate::flow::{create, join, leave, role};
-use crate::{error::StoreError, store::Store, types::*};
+use crate::error::StoreError;
+use crate::types::{DeviceIdentity, SendOutcome, SendRequest};
 
 /// How long a request waits for a pooled connection before the store counts as unavailable.
 const POOL_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
@@ -79,11 +78,83 @@ impl PgStore {
     }
 }
 
+/// The store's contract is `store_impl.rs` over these.
 impl Backend for PgStore {
     type Tx = PgTx<'static>;
 
     async fn begin_write(&self) -> Result<PgTx<'static>, StoreError> {
         Ok(self.pool.begin().await?)
+    }
+
+    async fn begin_read(&self) -> Result<PgTx<'static>, StoreError> {
+        read::begin_snapshot(&self.pool).await
+    }
+
+    async fn migrate_schema(&self) -> Result<(), StoreError> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()))
+    }
+
+    async fn ping_database(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn insert_user(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        admin::insert_user(&self.pool, user_id, display_name).await
+    }
+
+    async fn store_device_token(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        token_hash: &str,
+    ) -> Result<bool, StoreError> {
+        admin::store_device_token(&self.pool, user_id, device_id, token_hash).await
+    }
+
+    async fn revoke_device_token(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+    ) -> Result<bool, StoreError> {
+        admin::revoke_device_token(&self.pool, user_id, device_id).await
+    }
+
+    async fn device_of_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<DeviceIdentity>, StoreError> {
+        admin::device_of_token(&self.pool, token_hash).await
+    }
+
+    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        realtime::renew_lease(&self.pool, gateway_id, lease_ms).await
+    }
+
+    async fn delete_route(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        realtime::delete_route(&self.pool, user_id, device_id, conn_id).await
+    }
+
+    async fn read_range(
+        &self,
+        conv_id: &ConvId,
+        bounds: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        read::range(&mut conn, conv_id, bounds, false, limit).await
     }
 
     async fn due_for_purge(
@@ -101,175 +172,19 @@ impl Backend for PgStore {
     ) -> Result<u64, StoreError> {
         retention::expire_tombstone_batch(&self.pool, older_than, len_max).await
     }
-}
 
-#[async_trait]
-impl Store for PgStore {
-    async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR
-            .run(&self.pool)
-            .await
-            .map_err(|e| StoreError::Migration(e.to_string()))
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn create_user(
-        &self,
-        user_id: &UserId,
-        display_name: Option<&str>,
-    ) -> Result<User, StoreError> {
-        admin::create_user(&self.pool, user_id, display_name).await
-    }
-
-    async fn issue_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        token_hash: &str,
-    ) -> Result<(), StoreError> {
-        admin::issue_device_token(&self.pool, user_id, device_id, token_hash).await
-    }
-
-    async fn revoke_device(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-    ) -> Result<(), StoreError> {
-        admin::revoke_device(&self.pool, user_id, device_id).await
-    }
-
-    async fn authenticate(&self, token_hash: &str) -> Result<Option<DeviceIdentity>, StoreError> {
-        admin::authenticate(&self.pool, token_hash).await
-    }
-
-    async fn create_conversation(
-        &self,
-        req: &NewConversation,
-    ) -> Result<CreatedConversation, StoreError> {
-        create::create_conversation(self, req).await
-    }
-
-    async fn get_conversation(
-        &self,
-        conv_id: &ConvId,
-        viewer: &UserId,
-    ) -> Result<ConversationView, StoreError> {
-        read::get_conversation(&self.pool, conv_id, viewer).await
-    }
-
-    async fn list_conversations(
-        &self,
-        viewer: &UserId,
-        since: Option<&str>,
-    ) -> Result<ConversationFeed, StoreError> {
-        read::list_conversations(&self.pool, viewer, since).await
-    }
-
-    async fn add_member(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-    ) -> Result<MembershipChange, StoreError> {
-        join::add_member(self, conv_id, actor, target).await
-    }
-
-    async fn remove_member(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-    ) -> Result<MembershipChange, StoreError> {
-        leave::remove_member(self, conv_id, actor, target).await
-    }
-
-    async fn set_role(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-        role: Role,
-    ) -> Result<Role, StoreError> {
-        role::set_role(self, conv_id, actor, target, role).await
-    }
-
-    async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
+    /// Through the node's send queue, which commits concurrent sends in batches.
+    async fn commit_send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
         self.sends.send(&self.pool, req.clone()).await
     }
 
-    async fn events(
+    async fn events_after_in_one_statement(
         &self,
         conv_id: &ConvId,
         viewer: &UserId,
-        query: EventsQuery,
+        cursor: (i64, Option<i64>),
         limit: u32,
-    ) -> Result<EventsPage, StoreError> {
-        read::events(&self.pool, conv_id, viewer, query, limit).await
-    }
-
-    async fn recall(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target_seq: i64,
-        now: DateTime<Utc>,
-    ) -> Result<RecallOutcome, StoreError> {
-        crate::flow::recall::recall(self, conv_id, actor, target_seq, now).await
-    }
-
-    async fn purge_batch(
-        &self,
-        now: DateTime<Utc>,
-        batch_events_max: u32,
-    ) -> Result<PurgeReport, StoreError> {
-        crate::flow::retention::purge_batch(self, now, batch_events_max).await
-    }
-
-    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
-        crate::flow::retention::expire_tombstones(self, older_than).await
-    }
-
-    async fn mark_read(
-        &self,
-        conv_id: &ConvId,
-        user: &UserId,
-        seq: i64,
-    ) -> Result<i64, StoreError> {
-        read::mark_read(&self.pool, conv_id, user, seq).await
-    }
-
-    async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
-        realtime::renew_gateway(&self.pool, gateway_id, lease_ms).await
-    }
-
-    async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError> {
-        realtime::claim_route(&self.pool, route).await
-    }
-
-    async fn release_route(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        conn_id: &str,
-    ) -> Result<bool, StoreError> {
-        realtime::release_route(&self.pool, user_id, device_id, conn_id).await
-    }
-
-    async fn current_members(&self, conv_id: &ConvId) -> Result<MemberSnapshot, StoreError> {
-        realtime::current_members(&self.pool, conv_id).await
-    }
-
-    async fn log_range(
-        &self,
-        conv_id: &ConvId,
-        after: i64,
-        upto: i64,
-        limit: u32,
-    ) -> Result<Vec<Event>, StoreError> {
-        read::log_range(&self.pool, conv_id, after, upto, limit).await
+    ) -> Result<Option<EventsPage>, StoreError> {
+        events_after::events_after_one_period(&self.pool, conv_id, viewer, cursor, limit).await
     }
 }

@@ -1,21 +1,22 @@
-//! Users, devices and token authentication. Like the single statements of the PostgreSQL
-//! store, a failed commit here is `Unavailable`: none of these is a send whose retry needs the
-//! outcome-unknown answer.
+//! Users, devices and token authentication on SQLite, each write in its own write transaction.
+//! Like the single statements of the PostgreSQL store, a failed commit here is `Unavailable`:
+//! none of these is a send whose retry needs the outcome-unknown answer.
 
-use parley_domain::{DeviceId, Rejection, UserId};
-use sqlx::Row;
+use parley_domain::{DeviceId, UserId};
+use sqlx::{Row, SqlitePool};
 
 use super::rows::{now, ts};
 use super::SqliteStore;
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::types::{DeviceIdentity, User};
+use crate::sql::AUTHENTICATE_SQL;
+use crate::types::DeviceIdentity;
 
-pub(super) async fn create_user(
+pub(super) async fn insert_user(
     store: &SqliteStore,
     user_id: &UserId,
     display_name: Option<&str>,
-) -> Result<User, StoreError> {
+) -> Result<bool, StoreError> {
     let mut tx = store.begin_write().await?;
     let inserted = sqlx::query(
         "INSERT INTO users (user_id, display_name, created_at) VALUES ($1, $2, $3)
@@ -26,26 +27,19 @@ pub(super) async fn create_user(
     .bind(ts(now()))
     .execute(&mut *tx)
     .await?;
-    if inserted.rows_affected() == 0 {
-        return Err(Rejection::AlreadyExists("user").into());
-    }
     tx.commit().await?;
-    Ok(User {
-        user_id: user_id.clone(),
-        display_name: display_name.map(str::to_owned),
-    })
+    Ok(inserted.rows_affected() == 1)
 }
 
-pub(super) async fn issue_device_token(
+/// The device row is created or its token replaced (which revokes the old token, since only
+/// one hash is stored per device). `WHERE true` lets SQLite parse the upsert after a SELECT.
+pub(super) async fn store_device_token(
     store: &SqliteStore,
     user_id: &UserId,
     device_id: &DeviceId,
     token_hash: &str,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let mut tx = store.begin_write().await?;
-    // One statement: the device row is created or its token replaced (which revokes the old
-    // token, since only one hash is stored per device). `WHERE true` lets SQLite parse the
-    // upsert after a SELECT.
     let done = sqlx::query(
         "INSERT INTO devices (user_id, device_id, token_hash, created_at)
          SELECT user_id, $2, $3, $4 FROM users WHERE user_id = $1 AND true
@@ -58,17 +52,15 @@ pub(super) async fn issue_device_token(
     .bind(ts(now()))
     .execute(&mut *tx)
     .await?;
-    if done.rows_affected() == 0 {
-        return Err(Rejection::NotFound("no such user").into());
-    }
-    Ok(tx.commit().await?)
+    tx.commit().await?;
+    Ok(done.rows_affected() > 0)
 }
 
-pub(super) async fn revoke_device(
+pub(super) async fn revoke_device_token(
     store: &SqliteStore,
     user_id: &UserId,
     device_id: &DeviceId,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let mut tx = store.begin_write().await?;
     let done = sqlx::query(
         "UPDATE devices SET revoked_at = COALESCE(revoked_at, $3) WHERE user_id = $1 AND device_id = $2",
@@ -78,22 +70,18 @@ pub(super) async fn revoke_device(
     .bind(ts(now()))
     .execute(&mut *tx)
     .await?;
-    if done.rows_affected() == 0 {
-        return Err(Rejection::NotFound("no such device").into());
-    }
-    Ok(tx.commit().await?)
+    tx.commit().await?;
+    Ok(done.rows_affected() > 0)
 }
 
-pub(super) async fn authenticate(
-    store: &SqliteStore,
+pub(super) async fn device_of_token(
+    reader: &SqlitePool,
     token_hash: &str,
 ) -> Result<Option<DeviceIdentity>, StoreError> {
-    let row = sqlx::query(
-        "SELECT user_id, device_id FROM devices WHERE token_hash = $1 AND revoked_at IS NULL",
-    )
-    .bind(token_hash)
-    .fetch_optional(&store.reader)
-    .await?;
+    let row = sqlx::query(AUTHENTICATE_SQL)
+        .bind(token_hash)
+        .fetch_optional(reader)
+        .await?;
     let Some(row) = row else { return Ok(None) };
     Ok(Some(DeviceIdentity {
         user_id: UserId::from_trusted(row.try_get("user_id")?),

@@ -9,20 +9,13 @@ use parley_domain::membership::CurrentMember;
 use parley_domain::{ConvId, Role, UserId};
 use sqlx::Row;
 
-use super::rows::{now, tick, ts};
+use super::rows::{json_list, now, tick, ts};
 use super::Tx;
 use crate::error::StoreError;
 use crate::flow::create::{CreateTx, NewRow};
 use crate::flow::membership::{Locked, MembershipTx};
 use crate::rows;
 use crate::sql::{PARTIES_SQL, REMAINING_MEMBERS_SQL, SET_OPEN_ROLE_SQL};
-
-/// A list of ids as one JSON array parameter, which `json_each` turns back into rows: SQLite has
-/// no array type.
-fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> Result<String, StoreError> {
-    let items: Vec<&str> = items.into_iter().collect();
-    serde_json::to_string(&items).map_err(|e| StoreError::Unavailable(e.to_string()))
-}
 
 impl CreateTx for Tx<'_> {
     async fn count_users(&mut self, users: &[&UserId]) -> Result<usize, StoreError> {

@@ -27,19 +27,19 @@ mod recall;
 mod retention;
 mod rows;
 mod send;
+mod views;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
+use parley_domain::{ConvId, DeviceId, Event, UserId};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::backend::Backend;
-use crate::flow::{create, join, leave, role};
-use crate::{error::StoreError, store::Store, types::*};
+use crate::error::StoreError;
+use crate::types::DeviceIdentity;
 
 /// Connections of the read pool: readers run in parallel in WAL mode, and more than a few per
 /// core only adds threads (each SQLite connection has its own worker thread).
@@ -116,11 +116,6 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Starts a read transaction: one snapshot from its first statement to its end.
-    async fn begin_read(&self) -> Result<Tx<'static>, StoreError> {
-        Ok(self.reader.begin().await?)
-    }
-
     /// Closes both pools; later calls fail as unavailable. Tests use it to let go of the file.
     pub async fn close(&self) {
         self.reader.close().await;
@@ -128,12 +123,85 @@ impl SqliteStore {
     }
 }
 
+/// The store's contract is `store_impl.rs` over these.
 impl Backend for SqliteStore {
     type Tx = Tx<'static>;
 
     /// Holds the write lock from the first statement (`BEGIN IMMEDIATE`).
     async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// On a `query_only` connection; in WAL mode, one snapshot from the first statement.
+    async fn begin_read(&self) -> Result<Tx<'static>, StoreError> {
+        Ok(self.reader.begin().await?)
+    }
+
+    async fn migrate_schema(&self) -> Result<(), StoreError> {
+        MIGRATOR
+            .run(&self.writer)
+            .await
+            .map_err(|e| StoreError::Migration(e.to_string()))
+    }
+
+    async fn ping_database(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    async fn insert_user(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        admin::insert_user(self, user_id, display_name).await
+    }
+
+    async fn store_device_token(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        token_hash: &str,
+    ) -> Result<bool, StoreError> {
+        admin::store_device_token(self, user_id, device_id, token_hash).await
+    }
+
+    async fn revoke_device_token(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+    ) -> Result<bool, StoreError> {
+        admin::revoke_device_token(self, user_id, device_id).await
+    }
+
+    async fn device_of_token(
+        &self,
+        token_hash: &str,
+    ) -> Result<Option<DeviceIdentity>, StoreError> {
+        admin::device_of_token(&self.reader, token_hash).await
+    }
+
+    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        realtime::renew_lease(self, gateway_id, lease_ms).await
+    }
+
+    async fn delete_route(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        realtime::delete_route(self, user_id, device_id, conn_id).await
+    }
+
+    async fn read_range(
+        &self,
+        conv_id: &ConvId,
+        bounds: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let mut conn = self.reader.acquire().await?;
+        read::range(&mut conn, conv_id, bounds, false, limit).await
     }
 
     async fn due_for_purge(
@@ -150,176 +218,5 @@ impl Backend for SqliteStore {
         len_max: u64,
     ) -> Result<u64, StoreError> {
         retention::expire_tombstone_batch(self, older_than, len_max).await
-    }
-}
-
-#[async_trait]
-impl Store for SqliteStore {
-    async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR
-            .run(&self.writer)
-            .await
-            .map_err(|e| StoreError::Migration(e.to_string()))
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.reader).await?;
-        Ok(())
-    }
-
-    async fn create_user(
-        &self,
-        user_id: &UserId,
-        display_name: Option<&str>,
-    ) -> Result<User, StoreError> {
-        admin::create_user(self, user_id, display_name).await
-    }
-
-    async fn issue_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        token_hash: &str,
-    ) -> Result<(), StoreError> {
-        admin::issue_device_token(self, user_id, device_id, token_hash).await
-    }
-
-    async fn revoke_device(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-    ) -> Result<(), StoreError> {
-        admin::revoke_device(self, user_id, device_id).await
-    }
-
-    async fn authenticate(&self, token_hash: &str) -> Result<Option<DeviceIdentity>, StoreError> {
-        admin::authenticate(self, token_hash).await
-    }
-
-    async fn create_conversation(
-        &self,
-        req: &NewConversation,
-    ) -> Result<CreatedConversation, StoreError> {
-        create::create_conversation(self, req).await
-    }
-
-    async fn get_conversation(
-        &self,
-        conv_id: &ConvId,
-        viewer: &UserId,
-    ) -> Result<ConversationView, StoreError> {
-        read::get_conversation(self, conv_id, viewer).await
-    }
-
-    async fn list_conversations(
-        &self,
-        viewer: &UserId,
-        since: Option<&str>,
-    ) -> Result<ConversationFeed, StoreError> {
-        read::list_conversations(self, viewer, since).await
-    }
-
-    async fn add_member(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-    ) -> Result<MembershipChange, StoreError> {
-        join::add_member(self, conv_id, actor, target).await
-    }
-
-    async fn remove_member(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-    ) -> Result<MembershipChange, StoreError> {
-        leave::remove_member(self, conv_id, actor, target).await
-    }
-
-    async fn set_role(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-        role: Role,
-    ) -> Result<Role, StoreError> {
-        role::set_role(self, conv_id, actor, target, role).await
-    }
-
-    async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
-        crate::flow::send::send_in(self.begin_write().await?, req).await
-    }
-
-    async fn events(
-        &self,
-        conv_id: &ConvId,
-        viewer: &UserId,
-        query: EventsQuery,
-        limit: u32,
-    ) -> Result<EventsPage, StoreError> {
-        read::events(self, conv_id, viewer, query, limit).await
-    }
-
-    async fn recall(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target_seq: i64,
-        now: DateTime<Utc>,
-    ) -> Result<RecallOutcome, StoreError> {
-        crate::flow::recall::recall(self, conv_id, actor, target_seq, now).await
-    }
-
-    async fn mark_read(
-        &self,
-        conv_id: &ConvId,
-        user: &UserId,
-        seq: i64,
-    ) -> Result<i64, StoreError> {
-        read::mark_read(self, conv_id, user, seq).await
-    }
-
-    async fn purge_batch(
-        &self,
-        now: DateTime<Utc>,
-        batch_events_max: u32,
-    ) -> Result<PurgeReport, StoreError> {
-        crate::flow::retention::purge_batch(self, now, batch_events_max).await
-    }
-
-    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
-        crate::flow::retention::expire_tombstones(self, older_than).await
-    }
-
-    async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
-        realtime::renew_gateway(self, gateway_id, lease_ms).await
-    }
-
-    async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError> {
-        realtime::claim_route(self, route).await
-    }
-
-    async fn release_route(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        conn_id: &str,
-    ) -> Result<bool, StoreError> {
-        realtime::release_route(self, user_id, device_id, conn_id).await
-    }
-
-    async fn current_members(&self, conv_id: &ConvId) -> Result<MemberSnapshot, StoreError> {
-        realtime::current_members(self, conv_id).await
-    }
-
-    async fn log_range(
-        &self,
-        conv_id: &ConvId,
-        after: i64,
-        upto: i64,
-        limit: u32,
-    ) -> Result<Vec<Event>, StoreError> {
-        read::log_range(self, conv_id, after, upto, limit).await
     }
 }

@@ -120,3 +120,10 @@ pub(super) async fn tick(conn: &mut SqliteConnection) -> Result<i64, StoreError>
             .await?,
     )
 }
+
+/// A list of ids as one JSON array parameter, which `json_each` turns back into rows: SQLite has
+/// no array type.
+pub(super) fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> Result<String, StoreError> {
+    let items: Vec<&str> = items.into_iter().collect();
+    serde_json::to_string(&items).map_err(|e| StoreError::Unavailable(e.to_string()))
+}
