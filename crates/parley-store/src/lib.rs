@@ -10,6 +10,7 @@ pub mod error;
 mod flow;
 mod page;
 pub mod pg;
+mod query;
 mod read;
 mod rows;
 mod sql;

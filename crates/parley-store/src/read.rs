@@ -14,6 +14,8 @@ use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::{ReadTx, StoreFuture};
 use crate::page::{events_page, RangeReader, ReaderLog};
+use crate::query::Sql;
+use crate::sql;
 use crate::types::{EventsQuery, MemberSnapshot};
 
 /// A conversation's log as a read sees it.
@@ -33,11 +35,32 @@ pub(crate) struct MemberRow {
 /// The reads of one snapshot.
 pub(crate) trait LogReadTx: ReadTx + RangeReader {
     /// The conversation's log bounds; `None` when it does not exist.
-    fn log_bounds(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogBounds>>;
+    fn log_bounds(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogBounds>> {
+        sql::log_bounds(self, conv_id)
+    }
     /// The conversation's counter, mode and threshold; `None` when it does not exist.
-    fn member_row(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<MemberRow>>;
+    fn member_row(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<MemberRow>> {
+        sql::member_row(self, conv_id)
+    }
     /// The current members with the first seq of their open period.
-    fn open_periods(&mut self, conv_id: &ConvId) -> impl StoreFuture<Vec<(UserId, i64)>>;
+    fn open_periods(&mut self, conv_id: &ConvId) -> impl StoreFuture<Vec<(UserId, i64)>> {
+        sql::open_periods(self, conv_id)
+    }
+}
+
+impl<T: ReadTx> LogReadTx for T {}
+
+/// The range reads of a transaction are its primary-key range reads.
+impl<T: Sql> RangeReader for T {
+    fn range(
+        &mut self,
+        conv_id: &ConvId,
+        bounds: (i64, i64),
+        descending: bool,
+        limit: usize,
+    ) -> impl StoreFuture<Vec<Event>> {
+        sql::range(self, conv_id, bounds, descending, limit)
+    }
 }
 
 /// The conversation and the reader's periods, read in one snapshot.

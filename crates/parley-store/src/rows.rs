@@ -1,8 +1,101 @@
-//! Decoding of the enumerations every store keeps as text.
+//! Rows as every store decodes them, through the query interface (`query.rs`), and the
+//! enumerations every store keeps as text.
 
-use parley_domain::{ConvKind, DeliveryMode, EventKind, Role};
+use parley_domain::decide::send::KeyCheckRow;
+use parley_domain::{
+    ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, Role, UserId,
+};
 
 use crate::error::StoreError;
+use crate::flow::send::key_check_row;
+use crate::query::SqlRow;
+use crate::types::DeviceIdentity;
+use crate::views::ConvRow;
+
+/// An event row (the columns of `EVENTS_RANGE_ASC_SQL`). A recalled message has no body.
+pub(crate) fn event(conv_id: &ConvId, row: &impl SqlRow) -> Result<Event, StoreError> {
+    let recalled = !row.is_null("recalled_at")?;
+    Ok(Event {
+        conv_id: conv_id.clone(),
+        seq: row.int("seq")?,
+        kind: event_kind(row.str("kind")?)?,
+        created_at: row.time("created_at")?,
+        message_id: row.opt_uuid("message_id")?,
+        sender_user: row.opt_string("sender_user")?.map(UserId::from_trusted),
+        sender_device: row.opt_string("sender_device")?,
+        client_msg_id: row.opt_string("client_msg_id")?,
+        body: if recalled {
+            None
+        } else {
+            row.opt_string("body")?
+        },
+        recalled,
+        subject_user: row.opt_string("subject_user")?.map(UserId::from_trusted),
+        target_seq: row.opt_int("target_seq")?,
+    })
+}
+
+/// A row of a send's key check: `src`, `seq`, `message_id`, `request_hash`.
+pub(crate) fn key_check(row: &impl SqlRow) -> Result<KeyCheckRow, StoreError> {
+    key_check_row(
+        row.str("src")?,
+        row.opt_int("seq")?,
+        row.opt_uuid("message_id")?,
+        row.opt_string("request_hash")?,
+    )
+}
+
+/// `from_seq`, `to_seq`.
+pub(crate) fn period(row: &impl SqlRow) -> Result<Period, StoreError> {
+    Ok(Period {
+        from_seq: row.int("from_seq")?,
+        to_seq: row.opt_int("to_seq")?,
+    })
+}
+
+/// A conversation as a view shows it.
+pub(crate) fn conv_row(row: &impl SqlRow) -> Result<ConvRow, StoreError> {
+    Ok(ConvRow {
+        conv_id: row.string("conv_id")?,
+        kind: conv_kind(row.str("kind")?)?,
+        title: row.opt_string("title")?,
+        delivery_mode: delivery_mode(row.str("delivery_mode")?)?,
+        next_seq: row.int("next_seq")?,
+        min_seq: row.int("min_seq")?,
+        epoch: row.int("epoch")?,
+        recall_window_ms: row.int("recall_window_ms")?,
+        retention_ms: row.opt_int("retention_ms")?,
+    })
+}
+
+/// `user_id`, `role`.
+pub(crate) fn member_view(row: &impl SqlRow) -> Result<MemberView, StoreError> {
+    Ok(MemberView {
+        user_id: UserId::from_trusted(row.string("user_id")?),
+        role: role(row.str("role")?)?,
+    })
+}
+
+/// `user_id`, `device_id`.
+pub(crate) fn device_identity(row: &impl SqlRow) -> Result<DeviceIdentity, StoreError> {
+    Ok(DeviceIdentity {
+        user_id: UserId::from_trusted(row.string("user_id")?),
+        device_id: DeviceId::from_trusted(row.string("device_id")?),
+    })
+}
+
+/// A device's route: `(gateway_id, conn_id)`.
+pub(crate) fn route(row: &impl SqlRow) -> Result<(String, String), StoreError> {
+    Ok((row.string("gateway_id")?, row.string("conn_id")?))
+}
+
+/// Every row of `rows`, decoded.
+pub(crate) fn all<R, T>(
+    rows: &[R],
+    decode: impl Fn(&R) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    rows.iter().map(decode).collect()
+}
 
 fn unknown(what: &str, value: &str) -> StoreError {
     StoreError::Unavailable(format!("unknown {what} in store: {value}"))

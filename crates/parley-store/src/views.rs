@@ -14,7 +14,9 @@ use parley_domain::{
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::{ReadTx, StoreFuture};
+use crate::query::{Arg, SqlRow};
 use crate::types::ConversationFeed;
+use crate::{rows, sql};
 
 /// A conversation row as a view shows it.
 pub(crate) struct ConvRow {
@@ -42,20 +44,47 @@ pub(crate) struct Counted {
 }
 
 pub(crate) trait ViewTx: ReadTx {
+    /// The rows (the columns `rows::conv_row` reads) of the conversations among the ids of `$1`
+    /// (`Arg::Texts`).
+    const CONVERSATION_ROWS_SQL: &'static str;
+    /// `conv_id`, `from_seq`, `to_seq` of the periods of user `$1` in the ids of `$2`.
+    const VIEWER_PERIODS_SQL: &'static str;
+    /// `conv_id`, `read_seq` of the read marks of user `$1` in the ids of `$2`.
+    const READ_MARKS_SQL: &'static str;
+
     /// The rows of those of `ids` that exist.
-    fn conversation_rows(&mut self, ids: &[String]) -> impl StoreFuture<Vec<ConvRow>>;
+    fn conversation_rows(&mut self, ids: &[String]) -> impl StoreFuture<Vec<ConvRow>> {
+        async move {
+            let found = self
+                .fetch_all(Self::CONVERSATION_ROWS_SQL, &[Arg::Texts(ids)])
+                .await?;
+            rows::all(&found, rows::conv_row)
+        }
+    }
     /// `viewer`'s periods in those of `ids` they ever joined, by conversation.
     fn viewer_periods(
         &mut self,
         viewer: &UserId,
         ids: &[String],
-    ) -> impl StoreFuture<Vec<(String, Period)>>;
+    ) -> impl StoreFuture<Vec<(String, Period)>> {
+        async move {
+            let args = [Arg::Text(viewer.as_str()), Arg::Texts(ids)];
+            let found = self.fetch_all(Self::VIEWER_PERIODS_SQL, &args).await?;
+            rows::all(&found, |r| Ok((r.string("conv_id")?, rows::period(r)?)))
+        }
+    }
     /// `viewer`'s stored read positions in `ids`, by conversation.
     fn read_marks(
         &mut self,
         viewer: &UserId,
         ids: &[String],
-    ) -> impl StoreFuture<Vec<(String, i64)>>;
+    ) -> impl StoreFuture<Vec<(String, i64)>> {
+        async move {
+            let args = [Arg::Text(viewer.as_str()), Arg::Texts(ids)];
+            let found = self.fetch_all(Self::READ_MARKS_SQL, &args).await?;
+            rows::all(&found, |r| Ok((r.string("conv_id")?, r.int("read_seq")?)))
+        }
+    }
     /// Each plan's unread messages (msg events of others in its unread ranges, not recalled)
     /// and the event at its last visible seq, in the order given.
     fn count_unread(
@@ -64,7 +93,9 @@ pub(crate) trait ViewTx: ReadTx {
         planned: &[Planned<'_>],
     ) -> impl StoreFuture<Vec<Counted>>;
     /// The current members with their roles, earliest first.
-    fn member_list(&mut self, conv_id: &str) -> impl StoreFuture<Vec<MemberView>>;
+    fn member_list(&mut self, conv_id: &str) -> impl StoreFuture<Vec<MemberView>> {
+        sql::member_list(self, conv_id)
+    }
 }
 
 /// The feed's change tracking, which each backend keeps its own way.

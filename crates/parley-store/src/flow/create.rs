@@ -13,6 +13,8 @@ use parley_domain::{ConvId, ConvKind, Event, EventKind, Rejection, Role, UserId}
 use super::{StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
+use crate::query::{Arg, SqlRow};
+use crate::rows;
 use crate::types::{CreatedConversation, NewConversation};
 
 /// The row of a new conversation.
@@ -26,8 +28,20 @@ pub(crate) struct NewRow<'a> {
 }
 
 pub(crate) trait CreateTx: WriteTx {
+    /// Counts the users among the ids of `$1` (`Arg::Texts`).
+    const COUNT_USERS_SQL: &'static str;
+
     /// How many of `users` exist.
-    fn count_users(&mut self, users: &[&UserId]) -> impl StoreFuture<usize>;
+    fn count_users(&mut self, users: &[&UserId]) -> impl StoreFuture<usize> {
+        let ids: Vec<String> = users.iter().map(|u| u.as_str().to_owned()).collect();
+        async move {
+            let found = self
+                .fetch_optional(Self::COUNT_USERS_SQL, &[Arg::Texts(&ids)])
+                .await?;
+            let known = found.map(|r| r.int("known")).transpose()?.unwrap_or(0);
+            rows::count(known)
+        }
+    }
     /// Inserts the conversation unless its id is taken (a concurrent create of the same id
     /// waits on the unique key and then sees it taken). Answers its `created_at`, `None` when
     /// the id was taken.

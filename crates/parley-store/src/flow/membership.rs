@@ -10,6 +10,7 @@ use parley_domain::{ConvId, ConvKind, DeliveryMode, Rejection, Role, UserId};
 
 use super::{StoreFuture, WriteTx};
 use crate::error::StoreError;
+use crate::sql;
 
 /// The conversation as a membership change reads it under its lock.
 pub(crate) struct Locked {
@@ -31,7 +32,9 @@ pub(crate) trait MembershipTx: WriteTx {
         conv_id: &ConvId,
         actor: &UserId,
         target: &UserId,
-    ) -> impl StoreFuture<Parties>;
+    ) -> impl StoreFuture<Parties> {
+        sql::parties(self, conv_id, actor, target)
+    }
     /// Appends `actor`'s join of `target` at `slot`, opens the target's period there as a
     /// member, advances the counter, counts one member more and switches the conversation to
     /// pull when `to_pull`. Answers the event's `created_at`.
@@ -58,14 +61,18 @@ pub(crate) trait MembershipTx: WriteTx {
         &mut self,
         conv_id: &ConvId,
         leaver: &UserId,
-    ) -> impl StoreFuture<Vec<CurrentMember<UserId>>>;
+    ) -> impl StoreFuture<Vec<CurrentMember<UserId>>> {
+        sql::remaining_members(self, conv_id, leaver)
+    }
     /// Sets the role of `user`'s open period.
     fn set_open_role(
         &mut self,
         conv_id: &ConvId,
         user: &UserId,
         role: Role,
-    ) -> impl StoreFuture<()>;
+    ) -> impl StoreFuture<()> {
+        sql::set_open_role(self, conv_id, user, role)
+    }
     /// Stamps the conversation as changed for the sync feed (roles show in its member list).
     fn mark_changed(&mut self, conv_id: &ConvId) -> impl StoreFuture<()>;
 }

@@ -24,6 +24,8 @@ use std::future::Future;
 use parley_domain::{ConvId, Period, UserId};
 
 use crate::error::StoreError;
+use crate::query::Sql;
+use crate::sql;
 
 /// The future every primitive returns.
 pub(crate) trait StoreFuture<T>: Future<Output = Result<T, StoreError>> + Send {}
@@ -31,9 +33,11 @@ pub(crate) trait StoreFuture<T>: Future<Output = Result<T, StoreError>> + Send {
 impl<T, F> StoreFuture<T> for F where F: Future<Output = Result<T, StoreError>> + Send {}
 
 /// What every transaction of a backend can do, reading or writing. Dropping one rolls it back.
-pub(crate) trait ReadTx: Send + Sized {
+pub(crate) trait ReadTx: Sql + Sized {
     /// `user`'s membership periods of the conversation, ascending.
-    fn periods(&mut self, conv_id: &ConvId, user: &UserId) -> impl StoreFuture<Vec<Period>>;
+    fn periods(&mut self, conv_id: &ConvId, user: &UserId) -> impl StoreFuture<Vec<Period>> {
+        sql::periods(self, conv_id, user)
+    }
     /// Commits a transaction whose outcome a retry repeats harmlessly (a read, a read mark):
     /// a failure is `Unavailable`.
     fn finish(self) -> impl StoreFuture<()>;

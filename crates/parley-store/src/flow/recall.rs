@@ -12,6 +12,7 @@ use parley_domain::{ConvId, Event, Rejection, UserId};
 use super::{ReadTx, StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
+use crate::sql;
 use crate::types::RecallOutcome;
 
 /// The conversation as a recall reads it under its lock.
@@ -28,13 +29,17 @@ pub(crate) trait RecallTx: WriteTx {
         &mut self,
         conv_id: &ConvId,
         seq: i64,
-    ) -> impl StoreFuture<Option<RecallTarget>>;
+    ) -> impl StoreFuture<Option<RecallTarget>> {
+        sql::recall_target(self, conv_id, seq)
+    }
     /// The seq of the recall of the message at `target_seq`.
     fn existing_recall(
         &mut self,
         conv_id: &ConvId,
         target_seq: i64,
-    ) -> impl StoreFuture<Option<i64>>;
+    ) -> impl StoreFuture<Option<i64>> {
+        sql::existing_recall(self, conv_id, target_seq)
+    }
     /// Appends `actor`'s recall of `target_seq` at `slot`, erases the target's body (marking it
     /// recalled), advances the counter and stamps the conversation changed. Answers the
     /// event's `created_at`.

@@ -12,6 +12,7 @@ use parley_domain::decide::retention::{cutoff, plan_cut};
 use super::{StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
+use crate::sql;
 use crate::types::PurgeReport;
 
 /// Most conversations one purge round cuts; the next round continues with the rest.
@@ -42,7 +43,9 @@ pub(crate) trait PurgeTx: WriteTx {
         conv_id: &str,
         min_seq: i64,
         len_max: usize,
-    ) -> impl StoreFuture<Vec<(i64, DateTime<Utc>)>>;
+    ) -> impl StoreFuture<Vec<(i64, DateTime<Utc>)>> {
+        sql::oldest_events(self, conv_id, min_seq, len_max)
+    }
     /// Deletes the events of `seqs`, `(min_seq, through_seq)` inclusive, keeps the request
     /// keys of the messages among them in the tombstones (stamped `now`; a key meeting an older
     /// tombstone of its own, which expired and was used again, replaces it), raises `min_seq`

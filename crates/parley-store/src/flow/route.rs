@@ -4,11 +4,26 @@
 use super::{StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
+use crate::query::Arg;
+use crate::rows;
 use crate::types::Route;
 
 pub(crate) trait RouteTx: WriteTx {
-    /// The device's route, `(gateway_id, conn_id)`, locked until the transaction ends.
-    fn route_of(&mut self, route: &Route) -> impl StoreFuture<Option<(String, String)>>;
+    /// Reads the device's route (`$1` user, `$2` device) and keeps it locked until the
+    /// transaction ends.
+    const ROUTE_OF_SQL: &'static str;
+
+    /// The device's route, `(gateway_id, conn_id)`.
+    fn route_of(&mut self, route: &Route) -> impl StoreFuture<Option<(String, String)>> {
+        async move {
+            let args = [
+                Arg::Text(route.user_id.as_str()),
+                Arg::Text(route.device_id.as_str()),
+            ];
+            let found = self.fetch_optional(Self::ROUTE_OF_SQL, &args).await?;
+            found.as_ref().map(rows::route).transpose()
+        }
+    }
     /// Points the device's route at `route`'s gateway and connection.
     fn upsert_route(&mut self, route: &Route) -> impl StoreFuture<()>;
 }

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::{StoreFuture, WriteTx};
 use crate::error::StoreError;
+use crate::sql;
 use crate::types::{SendOutcome, SendRequest};
 
 /// The primitives of the send transaction.
@@ -24,7 +25,9 @@ pub(crate) trait SendTx: WriteTx {
     fn lock_for_send(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogCounter>>;
     /// The request's key in the log and in the tombstones, and the sender's open period, read
     /// after the lock.
-    fn key_check(&mut self, req: &SendRequest) -> impl StoreFuture<KeyCheck>;
+    fn key_check(&mut self, req: &SendRequest) -> impl StoreFuture<KeyCheck> {
+        sql::key_check(self, req)
+    }
     /// Inserts the message at `slot`, advances the counter past it and moves the sender's read
     /// position to it (an own message is read). Answers the event's `created_at`.
     fn insert_message(

@@ -1,10 +1,10 @@
 //! Users, devices and token authentication on PostgreSQL: one statement each, on the pool.
 
 use parley_domain::{DeviceId, UserId};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use crate::error::StoreError;
-use crate::sql::AUTHENTICATE_SQL;
+use crate::sql;
 use crate::types::DeviceIdentity;
 
 pub(super) async fn insert_user(
@@ -63,13 +63,5 @@ pub(super) async fn device_of_token(
     pool: &PgPool,
     token_hash: &str,
 ) -> Result<Option<DeviceIdentity>, StoreError> {
-    let row = sqlx::query(AUTHENTICATE_SQL)
-        .bind(token_hash)
-        .fetch_optional(pool)
-        .await?;
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(DeviceIdentity {
-        user_id: UserId::from_trusted(row.try_get("user_id")?),
-        device_id: DeviceId::from_trusted(row.try_get("device_id")?),
-    }))
+    sql::device_of_token(&mut *pool.acquire().await?, token_hash).await
 }

@@ -154,7 +154,7 @@ impl Backend for PgStore {
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        read::range(&mut conn, conv_id, bounds, false, limit).await
+        crate::sql::range(&mut *conn, conv_id, bounds, false, limit).await
     }
 
     async fn due_for_purge(

@@ -1,17 +1,12 @@
-//! The read primitives (`read.rs`, `views.rs`, `flow::read_mark`) on PostgreSQL: snapshots,
-//! range reads, read marks and the sync feed's change tracking.
+//! The read primitives on PostgreSQL: snapshots, read marks and the sync feed's change
+//! tracking.
 
-use parley_domain::{ConvId, Event, Rejection, UserId};
-use sqlx::{PgConnection, PgPool, Row};
+use parley_domain::{ConvId, Rejection, UserId};
+use sqlx::PgPool;
 
-use super::rows::event_from_row;
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::read_mark::ReadMarkTx;
-use crate::page::RangeReader;
-use crate::read::{LogBounds, LogReadTx, MemberRow};
-use crate::rows;
-use crate::sql::{events_range_sql, LOG_BOUNDS_SQL, MEMBER_SNAPSHOT_SQL, OPEN_PERIODS_SQL};
 use crate::views::FeedTx;
 
 /// A read-only REPEATABLE READ transaction: one snapshot, so a page, its `head` and the
@@ -22,81 +17,6 @@ pub(super) async fn begin_snapshot(pool: &PgPool) -> Result<PgTx<'static>, Store
         .execute(&mut *tx)
         .await?;
     Ok(tx)
-}
-
-/// Events of one seq range by primary key, ascending or descending, at most `limit`.
-pub(super) async fn range(
-    conn: &mut PgConnection,
-    conv_id: &ConvId,
-    (lo, hi): (i64, i64),
-    descending: bool,
-    limit: usize,
-) -> Result<Vec<Event>, StoreError> {
-    let rows = sqlx::query(events_range_sql(descending))
-        .bind(conv_id.as_str())
-        .bind(lo)
-        .bind(hi)
-        .bind(limit as i64)
-        .fetch_all(&mut *conn)
-        .await?;
-    rows.iter().map(|r| event_from_row(conv_id, r)).collect()
-}
-
-impl RangeReader for PgTx<'_> {
-    async fn range(
-        &mut self,
-        conv_id: &ConvId,
-        bounds: (i64, i64),
-        descending: bool,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        range(self, conv_id, bounds, descending, limit).await
-    }
-}
-
-impl LogReadTx for PgTx<'_> {
-    async fn log_bounds(&mut self, conv_id: &ConvId) -> Result<Option<LogBounds>, StoreError> {
-        let row = sqlx::query(LOG_BOUNDS_SQL)
-            .bind(conv_id.as_str())
-            .fetch_optional(&mut **self)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(LogBounds {
-            next_seq: row.try_get("next_seq")?,
-            min_seq: row.try_get("min_seq")?,
-            epoch: row.try_get("epoch")?,
-        }))
-    }
-
-    async fn member_row(&mut self, conv_id: &ConvId) -> Result<Option<MemberRow>, StoreError> {
-        let row = sqlx::query(MEMBER_SNAPSHOT_SQL)
-            .bind(conv_id.as_str())
-            .fetch_optional(&mut **self)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let threshold: Option<i32> = row.try_get("pull_threshold")?;
-        Ok(Some(MemberRow {
-            next_seq: row.try_get("next_seq")?,
-            delivery_mode: rows::delivery_mode(row.try_get("delivery_mode")?)?,
-            pull_threshold: rows::threshold(threshold.map(i64::from)),
-        }))
-    }
-
-    async fn open_periods(&mut self, conv_id: &ConvId) -> Result<Vec<(UserId, i64)>, StoreError> {
-        let found = sqlx::query(OPEN_PERIODS_SQL)
-            .bind(conv_id.as_str())
-            .fetch_all(&mut **self)
-            .await?;
-        found
-            .iter()
-            .map(|r| {
-                Ok((
-                    UserId::from_trusted(r.try_get("user_id")?),
-                    r.try_get("from_seq")?,
-                ))
-            })
-            .collect()
-    }
 }
 
 impl ReadMarkTx for PgTx<'_> {

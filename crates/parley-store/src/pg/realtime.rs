@@ -1,12 +1,12 @@
 //! Gateway leases and device routes (chapter 05) on PostgreSQL.
 
 use parley_domain::{DeviceId, UserId};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::route::RouteTx;
-use crate::sql::RELEASE_ROUTE_SQL;
+use crate::sql;
 use crate::types::Route;
 
 pub(super) async fn renew_lease(
@@ -25,34 +25,19 @@ pub(super) async fn renew_lease(
     Ok(())
 }
 
-/// One statement; the conn_id condition keeps a newer connection's route (P9).
+/// One statement on the pool.
 pub(super) async fn delete_route(
     pool: &PgPool,
     user_id: &UserId,
     device_id: &DeviceId,
     conn_id: &str,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query(RELEASE_ROUTE_SQL)
-        .bind(user_id.as_str())
-        .bind(device_id.as_str())
-        .bind(conn_id)
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected() == 1)
+    sql::release_route(&mut *pool.acquire().await?, (user_id, device_id), conn_id).await
 }
 
 impl RouteTx for PgTx<'_> {
-    async fn route_of(&mut self, route: &Route) -> Result<Option<(String, String)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2 FOR UPDATE",
-        )
-        .bind(route.user_id.as_str())
-        .bind(route.device_id.as_str())
-        .fetch_optional(&mut **self)
-        .await?;
-        row.map(|r| Ok((r.try_get("gateway_id")?, r.try_get("conn_id")?)))
-            .transpose()
-    }
+    const ROUTE_OF_SQL: &'static str =
+        "SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2 FOR UPDATE";
 
     async fn upsert_route(&mut self, route: &Route) -> Result<(), StoreError> {
         sqlx::query(

@@ -9,7 +9,6 @@ use sqlx::{PgPool, Row};
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::retention::{PurgeLock, PurgeTx};
-use crate::sql::OLDEST_EVENTS_SQL;
 
 /// Conversations whose oldest stored event (the one at `min_seq`, read by primary key) is past
 /// retention at `$1`.
@@ -66,23 +65,6 @@ impl PurgeTx for PgTx<'_> {
             min_seq: locked.try_get("min_seq")?,
             retention_ms: locked.try_get("retention_ms")?,
         })
-    }
-
-    async fn oldest_events(
-        &mut self,
-        conv_id: &str,
-        min_seq: i64,
-        len_max: usize,
-    ) -> Result<Vec<(i64, DateTime<Utc>)>, StoreError> {
-        let rows = sqlx::query(OLDEST_EVENTS_SQL)
-            .bind(conv_id)
-            .bind(min_seq)
-            .bind(len_max as i64)
-            .fetch_all(&mut **self)
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("seq")?, r.try_get("created_at")?)))
-            .collect()
     }
 
     /// Delete, keep the request keys, raise min_seq: one statement.

@@ -3,33 +3,20 @@
 //! statements are exported for the benchmark's baseline, which runs them without the server.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::send::{KeyCheck, KeyCheckRow};
 use parley_domain::decide::{LogCounter, Slot};
 use parley_domain::ConvId;
-use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::PgTx;
 use crate::error::StoreError;
-use crate::flow::send::{key_check_row, send_in, SendTx};
+use crate::flow::send::{send_in, SendTx};
+pub use crate::sql::SEND_KEY_CHECK_SQL;
 use crate::types::{SendOutcome, SendRequest};
 
 /// Step 1: the conversation's row lock, its counter and its message count. `$1` conv_id.
 pub const SEND_LOCK_SQL: &str =
     "SELECT next_seq, msg_count FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE";
-
-/// Steps 2–4 in one round trip: the request key in the log and in the tombstones, and the
-/// sender's open period. `$1` conv_id, `$2` sender_user, `$3` client_msg_id.
-pub const SEND_KEY_CHECK_SQL: &str =
-    "SELECT 'event' AS src, seq, message_id, request_hash FROM events
-   WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
- UNION ALL
- SELECT 'tombstone', seq, message_id, request_hash FROM idem_tombstones
-   WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
- UNION ALL
- SELECT 'member', NULL, NULL, NULL FROM membership_periods
-   WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL";
 
 /// Step 5: insert at `next_seq`, advance the counter and the message count, and move the
 /// sender's read position to the new message (an own message is read), all in one statement.
@@ -57,16 +44,6 @@ pub(super) async fn send_one(pool: &PgPool, req: &SendRequest) -> Result<SendOut
     send_in(pool.begin().await?, req).await
 }
 
-/// A row of `SEND_KEY_CHECK_SQL` or of the batch's key check.
-pub(super) fn key_check_row_of(row: &PgRow) -> Result<KeyCheckRow, StoreError> {
-    key_check_row(
-        row.try_get("src")?,
-        row.try_get("seq")?,
-        row.try_get("message_id")?,
-        row.try_get("request_hash")?,
-    )
-}
-
 impl SendTx for PgTx<'_> {
     async fn lock_for_send(&mut self, conv_id: &ConvId) -> Result<Option<LogCounter>, StoreError> {
         let locked = sqlx::query(SEND_LOCK_SQL)
@@ -80,20 +57,6 @@ impl SendTx for PgTx<'_> {
             locked.try_get("next_seq")?,
             locked.try_get("msg_count")?,
         )))
-    }
-
-    async fn key_check(&mut self, req: &SendRequest) -> Result<KeyCheck, StoreError> {
-        let rows = sqlx::query(SEND_KEY_CHECK_SQL)
-            .bind(req.conv_id.as_str())
-            .bind(req.sender_user.as_str())
-            .bind(req.client_msg_id.as_str())
-            .fetch_all(&mut **self)
-            .await?;
-        let mut check = KeyCheck::default();
-        for row in &rows {
-            check.record(key_check_row_of(row)?);
-        }
-        Ok(check)
     }
 
     async fn insert_message(

@@ -29,10 +29,10 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::send::key_check_row_of;
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::WriteTx;
+use crate::rows;
 use crate::types::{SendOutcome, SendRequest};
 
 /// Locks the batch's conversations one by one in the order of `$1`, which the caller sorts by
@@ -205,7 +205,7 @@ fn read_checks(rows: &[PgRow], len: usize) -> Result<Vec<KeyCheck>, StoreError> 
             .ok()
             .and_then(|i| checks.get_mut(i))
             .ok_or_else(|| StoreError::Unavailable(format!("key check named request {n}")))?;
-        check.record(key_check_row_of(row)?);
+        check.record(rows::key_check(row)?);
     }
     Ok(checks)
 }

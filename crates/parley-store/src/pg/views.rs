@@ -9,87 +9,26 @@
 
 use std::collections::HashMap;
 
-use parley_domain::{ConvId, Event, EventKind, MemberView, Period, UserId};
+use parley_domain::{ConvId, Event, EventKind, UserId};
 use sqlx::Row;
 
-use super::rows::event_from_row;
 use super::PgTx;
 use crate::error::StoreError;
 use crate::rows;
-use crate::sql::MEMBER_LIST_SQL;
-use crate::views::{ConvRow, Counted, Planned, ViewTx};
+
+use crate::views::{Counted, Planned, ViewTx};
 
 /// The probed events of every view, by (conversation, seq), with their ordinals.
 type Probed = HashMap<(String, i64), (i64, Event)>;
 
 impl ViewTx for PgTx<'_> {
-    async fn conversation_rows(&mut self, ids: &[String]) -> Result<Vec<ConvRow>, StoreError> {
-        let found = sqlx::query(
-            "SELECT conv_id, kind, title, delivery_mode, next_seq, min_seq, epoch, recall_window_ms, retention_ms
-             FROM conversations WHERE conv_id = ANY($1)",
-        )
-        .bind(ids)
-        .fetch_all(&mut **self)
-        .await?;
-        found
-            .iter()
-            .map(|r| {
-                Ok(ConvRow {
-                    conv_id: r.try_get("conv_id")?,
-                    kind: rows::conv_kind(r.try_get("kind")?)?,
-                    title: r.try_get("title")?,
-                    delivery_mode: rows::delivery_mode(r.try_get("delivery_mode")?)?,
-                    next_seq: r.try_get("next_seq")?,
-                    min_seq: r.try_get("min_seq")?,
-                    epoch: r.try_get("epoch")?,
-                    recall_window_ms: r.try_get("recall_window_ms")?,
-                    retention_ms: r.try_get("retention_ms")?,
-                })
-            })
-            .collect()
-    }
-
-    async fn viewer_periods(
-        &mut self,
-        viewer: &UserId,
-        ids: &[String],
-    ) -> Result<Vec<(String, Period)>, StoreError> {
-        let found = sqlx::query(
-            "SELECT conv_id, from_seq, to_seq FROM membership_periods WHERE user_id = $1 AND conv_id = ANY($2)",
-        )
-        .bind(viewer.as_str())
-        .bind(ids)
-        .fetch_all(&mut **self)
-        .await?;
-        found
-            .iter()
-            .map(|r| {
-                let period = Period {
-                    from_seq: r.try_get("from_seq")?,
-                    to_seq: r.try_get("to_seq")?,
-                };
-                Ok((r.try_get("conv_id")?, period))
-            })
-            .collect()
-    }
-
-    async fn read_marks(
-        &mut self,
-        viewer: &UserId,
-        ids: &[String],
-    ) -> Result<Vec<(String, i64)>, StoreError> {
-        let found = sqlx::query(
-            "SELECT conv_id, read_seq FROM read_marks WHERE user_id = $1 AND conv_id = ANY($2)",
-        )
-        .bind(viewer.as_str())
-        .bind(ids)
-        .fetch_all(&mut **self)
-        .await?;
-        found
-            .iter()
-            .map(|r| Ok((r.try_get("conv_id")?, r.try_get("read_seq")?)))
-            .collect()
-    }
+    const CONVERSATION_ROWS_SQL: &'static str =
+        "SELECT conv_id, kind, title, delivery_mode, next_seq, min_seq, epoch, recall_window_ms, retention_ms
+         FROM conversations WHERE conv_id = ANY($1)";
+    const VIEWER_PERIODS_SQL: &'static str =
+        "SELECT conv_id, from_seq, to_seq FROM membership_periods WHERE user_id = $1 AND conv_id = ANY($2)";
+    const READ_MARKS_SQL: &'static str =
+        "SELECT conv_id, read_seq FROM read_marks WHERE user_id = $1 AND conv_id = ANY($2)";
 
     /// Two statements for all views: the events at both ends of every unread range and at
     /// every last visible seq, by primary key with their ordinals; and the recalled messages in
@@ -135,22 +74,6 @@ impl ViewTx for PgTx<'_> {
             })
             .collect()
     }
-
-    async fn member_list(&mut self, conv_id: &str) -> Result<Vec<MemberView>, StoreError> {
-        let found = sqlx::query(MEMBER_LIST_SQL)
-            .bind(conv_id)
-            .fetch_all(&mut **self)
-            .await?;
-        found
-            .iter()
-            .map(|r| {
-                Ok(MemberView {
-                    user_id: UserId::from_trusted(r.try_get("user_id")?),
-                    role: rows::role(r.try_get("role")?)?,
-                })
-            })
-            .collect()
-    }
 }
 
 /// Both ends of every unread range and the last visible event, by primary key.
@@ -182,7 +105,7 @@ async fn probe(tx: &mut PgTx<'_>, planned: &[Planned<'_>]) -> Result<Probed, Sto
     let mut probed = HashMap::with_capacity(found.len());
     for r in &found {
         let conv_id: String = r.try_get("conv_id")?;
-        let event = event_from_row(&ConvId::from_trusted(conv_id.clone()), r)?;
+        let event = rows::event(&ConvId::from_trusted(conv_id.clone()), r)?;
         probed.insert((conv_id, event.seq), (r.try_get("msg_ordinal")?, event));
     }
     Ok(probed)

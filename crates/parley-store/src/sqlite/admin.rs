@@ -3,13 +3,13 @@
 //! none of these is a send whose retry needs the outcome-unknown answer.
 
 use parley_domain::{DeviceId, UserId};
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 
 use super::rows::{now, ts};
 use super::SqliteStore;
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::sql::AUTHENTICATE_SQL;
+use crate::sql;
 use crate::types::DeviceIdentity;
 
 pub(super) async fn insert_user(
@@ -78,13 +78,5 @@ pub(super) async fn device_of_token(
     reader: &SqlitePool,
     token_hash: &str,
 ) -> Result<Option<DeviceIdentity>, StoreError> {
-    let row = sqlx::query(AUTHENTICATE_SQL)
-        .bind(token_hash)
-        .fetch_optional(reader)
-        .await?;
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(DeviceIdentity {
-        user_id: UserId::from_trusted(row.try_get("user_id")?),
-        device_id: DeviceId::from_trusted(row.try_get("device_id")?),
-    }))
+    sql::device_of_token(&mut *reader.acquire().await?, token_hash).await
 }

@@ -3,9 +3,7 @@
 //! the conversation row is its lock; each write takes the change clock's next value.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::membership::Parties;
 use parley_domain::decide::{LogCounter, Slot};
-use parley_domain::membership::CurrentMember;
 use parley_domain::{ConvId, Role, UserId};
 use sqlx::Row;
 
@@ -15,18 +13,10 @@ use crate::error::StoreError;
 use crate::flow::create::{CreateTx, NewRow};
 use crate::flow::membership::{Locked, MembershipTx};
 use crate::rows;
-use crate::sql::{PARTIES_SQL, REMAINING_MEMBERS_SQL, SET_OPEN_ROLE_SQL};
 
 impl CreateTx for Tx<'_> {
-    async fn count_users(&mut self, users: &[&UserId]) -> Result<usize, StoreError> {
-        let known: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM users WHERE user_id IN (SELECT value FROM json_each($1))",
-        )
-        .bind(json_list(users.iter().map(|u| u.as_str()))?)
-        .fetch_one(&mut **self)
-        .await?;
-        rows::count(known)
-    }
+    const COUNT_USERS_SQL: &'static str =
+        "SELECT count(*) AS known FROM users WHERE user_id IN (SELECT value FROM json_each($1))";
 
     async fn insert_conversation(
         &mut self,
@@ -108,30 +98,6 @@ impl MembershipTx for Tx<'_> {
             delivery_mode: rows::delivery_mode(row.try_get("delivery_mode")?)?,
             pull_threshold: rows::threshold(row.try_get("pull_threshold")?),
         }))
-    }
-
-    async fn parties(
-        &mut self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-    ) -> Result<Parties, StoreError> {
-        let row = sqlx::query(PARTIES_SQL)
-            .bind(conv_id.as_str())
-            .bind(actor.as_str())
-            .bind(target.as_str())
-            .fetch_one(&mut **self)
-            .await?;
-        let role = |column: &str| -> Result<Option<Role>, StoreError> {
-            row.try_get::<Option<&str>, _>(column)?
-                .map(rows::role)
-                .transpose()
-        };
-        Ok(Parties {
-            actor_role: role("actor_role")?,
-            target_exists: row.try_get("target_exists")?,
-            target_role: role("target_role")?,
-        })
     }
 
     async fn append_join(
@@ -217,43 +183,6 @@ impl MembershipTx for Tx<'_> {
         .execute(&mut **self)
         .await?;
         Ok(at)
-    }
-
-    async fn remaining_members(
-        &mut self,
-        conv_id: &ConvId,
-        leaver: &UserId,
-    ) -> Result<Vec<CurrentMember<UserId>>, StoreError> {
-        let found = sqlx::query(REMAINING_MEMBERS_SQL)
-            .bind(conv_id.as_str())
-            .bind(leaver.as_str())
-            .fetch_all(&mut **self)
-            .await?;
-        found
-            .iter()
-            .map(|row| {
-                Ok(CurrentMember {
-                    user: UserId::from_trusted(row.try_get("user_id")?),
-                    role: rows::role(row.try_get("role")?)?,
-                    from_seq: row.try_get("from_seq")?,
-                })
-            })
-            .collect()
-    }
-
-    async fn set_open_role(
-        &mut self,
-        conv_id: &ConvId,
-        user: &UserId,
-        role: Role,
-    ) -> Result<(), StoreError> {
-        sqlx::query(SET_OPEN_ROLE_SQL)
-            .bind(conv_id.as_str())
-            .bind(user.as_str())
-            .bind(role.as_str())
-            .execute(&mut **self)
-            .await?;
-        Ok(())
     }
 
     async fn mark_changed(&mut self, conv_id: &ConvId) -> Result<(), StoreError> {

@@ -201,7 +201,7 @@ impl Backend for SqliteStore {
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
         let mut conn = self.reader.acquire().await?;
-        read::range(&mut conn, conv_id, bounds, false, limit).await
+        crate::sql::range(&mut *conn, conv_id, bounds, false, limit).await
     }
 
     async fn due_for_purge(

@@ -2,14 +2,13 @@
 
 use chrono::Duration;
 use parley_domain::{DeviceId, UserId};
-use sqlx::Row;
 
 use super::rows::{now, ts};
 use super::{SqliteStore, Tx};
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::route::RouteTx;
-use crate::sql::{RELEASE_ROUTE_SQL, ROUTE_SQL};
+use crate::sql;
 use crate::types::Route;
 
 pub(super) async fn renew_lease(
@@ -33,7 +32,7 @@ pub(super) async fn renew_lease(
     Ok(())
 }
 
-/// The conn_id condition keeps a newer connection's route (P9).
+/// In its own write transaction.
 pub(super) async fn delete_route(
     store: &SqliteStore,
     user_id: &UserId,
@@ -41,27 +40,15 @@ pub(super) async fn delete_route(
     conn_id: &str,
 ) -> Result<bool, StoreError> {
     let mut tx = store.begin_write().await?;
-    let done = sqlx::query(RELEASE_ROUTE_SQL)
-        .bind(user_id.as_str())
-        .bind(device_id.as_str())
-        .bind(conn_id)
-        .execute(&mut *tx)
-        .await?;
+    let deleted = sql::release_route(&mut tx, (user_id, device_id), conn_id).await?;
     tx.commit().await?;
-    Ok(done.rows_affected() == 1)
+    Ok(deleted)
 }
 
 impl RouteTx for Tx<'_> {
     /// The write lock is held already, so the row stays as read.
-    async fn route_of(&mut self, route: &Route) -> Result<Option<(String, String)>, StoreError> {
-        let row = sqlx::query(ROUTE_SQL)
-            .bind(route.user_id.as_str())
-            .bind(route.device_id.as_str())
-            .fetch_optional(&mut **self)
-            .await?;
-        row.map(|r| Ok((r.try_get("gateway_id")?, r.try_get("conn_id")?)))
-            .transpose()
-    }
+    const ROUTE_OF_SQL: &'static str =
+        "SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2";
 
     async fn upsert_route(&mut self, route: &Route) -> Result<(), StoreError> {
         sqlx::query(

@@ -2,17 +2,14 @@
 //! the database's write lock.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::recall::RecallTarget;
 use parley_domain::decide::{LogCounter, Slot};
 use parley_domain::{ConvId, UserId};
 use sqlx::Row;
 
-use super::rows::{now, parse_ts, tick, ts};
+use super::rows::{now, tick, ts};
 use super::Tx;
 use crate::error::StoreError;
 use crate::flow::recall::{RecallLock, RecallTx};
-use crate::rows;
-use crate::sql::{EXISTING_RECALL_SQL, RECALL_TARGET_SQL};
 
 impl RecallTx for Tx<'_> {
     /// The write lock is held already; this reads the row. This store keeps no message count.
@@ -32,39 +29,6 @@ impl RecallTx for Tx<'_> {
             counter: LogCounter::new(locked.try_get("next_seq")?, 0),
             recall_window_ms: locked.try_get("recall_window_ms")?,
         }))
-    }
-
-    async fn recall_target(
-        &mut self,
-        conv_id: &ConvId,
-        seq: i64,
-    ) -> Result<Option<RecallTarget>, StoreError> {
-        let row = sqlx::query(RECALL_TARGET_SQL)
-            .bind(conv_id.as_str())
-            .bind(seq)
-            .fetch_optional(&mut **self)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(RecallTarget {
-            kind: rows::event_kind(row.try_get("kind")?)?,
-            sender: row
-                .try_get::<Option<String>, _>("sender_user")?
-                .map(UserId::from_trusted),
-            created_at: parse_ts(row.try_get("created_at")?)?,
-            recalled: row.try_get::<Option<&str>, _>("recalled_at")?.is_some(),
-        }))
-    }
-
-    async fn existing_recall(
-        &mut self,
-        conv_id: &ConvId,
-        target_seq: i64,
-    ) -> Result<Option<i64>, StoreError> {
-        Ok(sqlx::query_scalar(EXISTING_RECALL_SQL)
-            .bind(conv_id.as_str())
-            .bind(target_seq)
-            .fetch_optional(&mut **self)
-            .await?)
     }
 
     async fn append_recall(

@@ -12,7 +12,6 @@ use super::{SqliteStore, Tx};
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::retention::{PurgeLock, PurgeTx};
-use crate::sql::OLDEST_EVENTS_SQL;
 
 /// Conversations with a retention and something stored, with the time of their oldest stored
 /// event (read by primary key); whether it is past retention is decided on the parsed times.
@@ -80,23 +79,6 @@ impl PurgeTx for Tx<'_> {
             min_seq: row.try_get("min_seq")?,
             retention_ms: row.try_get("retention_ms")?,
         })
-    }
-
-    async fn oldest_events(
-        &mut self,
-        conv_id: &str,
-        min_seq: i64,
-        len_max: usize,
-    ) -> Result<Vec<(i64, DateTime<Utc>)>, StoreError> {
-        let rows = sqlx::query(OLDEST_EVENTS_SQL)
-            .bind(conv_id)
-            .bind(min_seq)
-            .bind(len_max as i64)
-            .fetch_all(&mut **self)
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("seq")?, parse_ts(r.try_get("created_at")?)?)))
-            .collect()
     }
 
     /// Keep the request keys, delete, raise min_seq.

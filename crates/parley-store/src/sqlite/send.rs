@@ -4,16 +4,14 @@
 //! every check sees every send that committed before.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::send::KeyCheck;
 use parley_domain::decide::{LogCounter, Slot};
 use parley_domain::ConvId;
-use sqlx::Row;
 use uuid::Uuid;
 
-use super::rows::{now, parse_uuid, tick, ts, uuid_text};
+use super::rows::{now, tick, ts, uuid_text};
 use super::Tx;
 use crate::error::StoreError;
-use crate::flow::send::{key_check_row, SendTx};
+use crate::flow::send::SendTx;
 use crate::types::SendRequest;
 
 impl SendTx for Tx<'_> {
@@ -26,35 +24,6 @@ impl SendTx for Tx<'_> {
                 .fetch_optional(&mut **self)
                 .await?;
         Ok(seq.map(|next_seq| LogCounter::new(next_seq, 0)))
-    }
-
-    async fn key_check(&mut self, req: &SendRequest) -> Result<KeyCheck, StoreError> {
-        let rows = sqlx::query(
-            "SELECT 'event' AS src, seq, message_id, request_hash FROM events
-               WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
-             UNION ALL
-             SELECT 'tombstone', seq, message_id, request_hash FROM idem_tombstones
-               WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
-             UNION ALL
-             SELECT 'member', NULL, NULL, NULL FROM membership_periods
-               WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL",
-        )
-        .bind(req.conv_id.as_str())
-        .bind(req.sender_user.as_str())
-        .bind(req.client_msg_id.as_str())
-        .fetch_all(&mut **self)
-        .await?;
-        let mut check = KeyCheck::default();
-        for row in &rows {
-            let message_id: Option<String> = row.try_get("message_id")?;
-            check.record(key_check_row(
-                &row.try_get::<String, _>("src")?,
-                row.try_get("seq")?,
-                message_id.as_deref().map(parse_uuid).transpose()?,
-                row.try_get("request_hash")?,
-            )?);
-        }
-        Ok(check)
     }
 
     async fn insert_message(
