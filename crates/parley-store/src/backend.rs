@@ -1,23 +1,28 @@
 //! What a backend supplies to the store-neutral flows: transactions whose type implements the
-//! primitives of every flow, and the few operations that run outside a transaction. Every
-//! backend is a [`Store`](crate::Store) through `store_impl.rs`.
+//! primitives of every flow, pooled connections for single statements, and the operations of
+//! `flow::admin`, `flow::route` and `flow::retention` that run outside a flow's transaction.
+//! Every backend is a [`Store`](crate::Store) through `store_impl.rs`.
 
-use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, DeviceId, Event, EventsPage, UserId};
+use std::ops::DerefMut;
 
+use parley_domain::{ConvId, Event, EventsPage, UserId};
+
+use crate::flow::admin::Accounts;
 use crate::flow::create::CreateTx;
 use crate::flow::membership::MembershipTx;
 use crate::flow::read_mark::ReadMarkTx;
 use crate::flow::recall::RecallTx;
-use crate::flow::retention::PurgeTx;
-use crate::flow::route::RouteTx;
+use crate::flow::retention::{Expiry, PurgeTx};
+use crate::flow::route::{Gateways, RouteTx};
 use crate::flow::send::{send_in, SendTx};
 use crate::flow::StoreFuture;
+use crate::query::Sql;
+use crate::sql;
 use crate::types::{DeviceIdentity, SendOutcome, SendRequest};
 use crate::views::FeedTx;
 
 /// A database the store runs on.
-pub(crate) trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: Accounts + Gateways + Expiry + Send + Sync + 'static {
     type Tx: SendTx
         + CreateTx
         + MembershipTx
@@ -27,43 +32,32 @@ pub(crate) trait Backend: Send + Sync + 'static {
         + ReadMarkTx
         + FeedTx
         + 'static;
+    /// A pooled connection, for a read of one statement outside a transaction.
+    type Conn: DerefMut<Target: Sql + Sized> + Send;
 
     /// Starts a write transaction: its first lock statement serialises it with every other
     /// write of the conversation.
     fn begin_write(&self) -> impl StoreFuture<Self::Tx>;
     /// Starts a read-only transaction: one snapshot from its first statement to its end.
     fn begin_read(&self) -> impl StoreFuture<Self::Tx>;
-
+    /// A connection of the pool reads run on.
+    fn connection(&self) -> impl StoreFuture<Self::Conn>;
     /// Applies the embedded migrations.
     fn migrate_schema(&self) -> impl StoreFuture<()>;
+
     /// Runs a trivial query.
-    fn ping_database(&self) -> impl StoreFuture<()>;
+    fn ping_database(&self) -> impl StoreFuture<()> {
+        async move {
+            self.connection().await?.execute("SELECT 1", &[]).await?;
+            Ok(())
+        }
+    }
 
-    /// Inserts a user unless the id is taken; true when inserted.
-    fn insert_user(&self, user_id: &UserId, display_name: Option<&str>) -> impl StoreFuture<bool>;
-    /// Creates the device or replaces (and so revokes) its token; false when the user does not
-    /// exist.
-    fn store_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        token_hash: &str,
-    ) -> impl StoreFuture<bool>;
-    /// Revokes the device's token; false when there is no such device.
-    fn revoke_device_token(&self, user_id: &UserId, device_id: &DeviceId)
-        -> impl StoreFuture<bool>;
     /// The live device a token hash belongs to.
-    fn device_of_token(&self, token_hash: &str) -> impl StoreFuture<Option<DeviceIdentity>>;
+    fn device_of_token(&self, token_hash: &str) -> impl StoreFuture<Option<DeviceIdentity>> {
+        async move { sql::device_of_token(&mut *self.connection().await?, token_hash).await }
+    }
 
-    /// Registers a gateway or renews its lease until now + `lease_ms`.
-    fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> impl StoreFuture<()>;
-    /// Deletes the device's route where it still names `conn_id` (P9); true when deleted.
-    fn delete_route(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        conn_id: &str,
-    ) -> impl StoreFuture<bool>;
     /// Events of one seq range by primary key, ascending, at most `limit`, outside a
     /// transaction (a gateway's catch-up, filtered by the gateway).
     fn read_range(
@@ -71,16 +65,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
         conv_id: &ConvId,
         bounds: (i64, i64),
         limit: usize,
-    ) -> impl StoreFuture<Vec<Event>>;
-
-    /// Conversations with events past retention at `now`, by id, at most `limit`.
-    fn due_for_purge(&self, now: DateTime<Utc>, limit: usize) -> impl StoreFuture<Vec<String>>;
-    /// Deletes at most `len_max` tombstones purged before `older_than`; answers how many.
-    fn expire_tombstone_batch(
-        &self,
-        older_than: DateTime<Utc>,
-        len_max: u64,
-    ) -> impl StoreFuture<u64>;
+    ) -> impl StoreFuture<Vec<Event>> {
+        async move {
+            let mut conn = self.connection().await?;
+            sql::range(&mut *conn, conv_id, bounds, false, limit).await
+        }
+    }
 
     /// Commits one send. A backend may commit concurrent sends together, deciding each
     /// request by the same rule; by default each runs the send flow in its own transaction.

@@ -161,7 +161,7 @@ impl<B: Backend> Store for B {
         device_id: &DeviceId,
         conn_id: &str,
     ) -> Result<bool, StoreError> {
-        self.delete_route(user_id, device_id, conn_id).await
+        self.delete_route((user_id, device_id), conn_id).await
     }
 
     async fn current_members(&self, conv_id: &ConvId) -> Result<MemberSnapshot, StoreError> {

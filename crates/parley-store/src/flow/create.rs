@@ -17,14 +17,15 @@ use crate::query::{Arg, SqlRow};
 use crate::rows;
 use crate::types::{CreatedConversation, NewConversation};
 
-/// The row of a new conversation.
+/// A new conversation: its row and its initial members.
 pub(crate) struct NewRow<'a> {
     pub conv_id: &'a ConvId,
     pub req: &'a NewConversation,
     pub delivery: InitialDelivery,
     /// The seq after the initial joins.
     pub next_seq: i64,
-    pub member_count: usize,
+    /// Creator first, with their roles; member `i` joins at seq `i + 1`.
+    pub members: &'a [(&'a UserId, Role)],
 }
 
 pub(crate) trait CreateTx: WriteTx {
@@ -46,13 +47,11 @@ pub(crate) trait CreateTx: WriteTx {
     /// waits on the unique key and then sees it taken). Answers its `created_at`, `None` when
     /// the id was taken.
     fn insert_conversation(&mut self, row: &NewRow<'_>) -> impl StoreFuture<Option<DateTime<Utc>>>;
-    /// The joins of `members` by `creator` at `created_at`, member `i` at seq `i + 1`, and
-    /// their periods with their roles.
+    /// The joins of the initial members, sent by the creator at `created_at`, and their
+    /// periods with their roles.
     fn insert_initial_members(
         &mut self,
-        conv_id: &ConvId,
-        creator: &UserId,
-        members: &[(&UserId, Role)],
+        row: &NewRow<'_>,
         created_at: DateTime<Utc>,
     ) -> impl StoreFuture<()>;
 }
@@ -85,7 +84,7 @@ pub(crate) async fn create_conversation<B: Backend>(
             req.pull_threshold,
         ),
         next_seq: counter.next_seq(),
-        member_count: members.len(),
+        members: &members,
     };
     let Some(created_at) = tx.insert_conversation(&row).await? else {
         return match req.kind {
@@ -98,8 +97,7 @@ pub(crate) async fn create_conversation<B: Backend>(
             ConvKind::Group => Err(Rejection::AlreadyExists("conversation").into()),
         };
     };
-    tx.insert_initial_members(&conv_id, &req.creator, &members, created_at)
-        .await?;
+    tx.insert_initial_members(&row, created_at).await?;
     tx.commit_or_unknown().await?;
 
     let events = users

@@ -4,7 +4,7 @@
 use parley_domain::decide::membership::{check_add, mode_after_join};
 use parley_domain::{ConvId, Event, EventKind, UserId};
 
-use super::membership::{lock_with_parties, MembershipTx};
+use super::membership::{lock_with_parties, MemberChange, MembershipTx};
 use super::WriteTx;
 use crate::backend::Backend;
 use crate::error::StoreError;
@@ -24,12 +24,15 @@ pub(crate) async fn add_member<B: Backend>(
         locked.pull_threshold,
         locked.member_count + 1,
     );
-    let slot = locked.counter.take_event();
-    let at = tx
-        .append_join(conv_id, slot, actor, target, mode != locked.delivery_mode)
-        .await?;
+    let join = MemberChange {
+        conv_id,
+        slot: locked.counter.take_event(),
+        actor,
+        target,
+    };
+    let at = tx.append_join(&join, mode != locked.delivery_mode).await?;
     tx.commit_or_unknown().await?;
     Ok(MembershipChange {
-        event: Event::membership(conv_id, slot.seq, EventKind::Join, actor, target, at),
+        event: Event::membership(conv_id, join.slot.seq, EventKind::Join, actor, target, at),
     })
 }

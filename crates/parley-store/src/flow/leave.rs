@@ -5,7 +5,7 @@
 use parley_domain::decide::membership::{check_remove, owner_after_leave};
 use parley_domain::{ConvId, Event, EventKind, Role, UserId};
 
-use super::membership::{lock_with_parties, MembershipTx};
+use super::membership::{lock_with_parties, MemberChange, MembershipTx};
 use super::WriteTx;
 use crate::backend::Backend;
 use crate::error::StoreError;
@@ -20,8 +20,13 @@ pub(crate) async fn remove_member<B: Backend>(
     let mut tx = backend.begin_write().await?;
     let (mut locked, parties) = lock_with_parties(&mut tx, conv_id, actor, target).await?;
     let target_role = check_remove(locked.kind, actor == target, parties)?;
-    let slot = locked.counter.take_event();
-    let at = tx.append_leave(conv_id, slot, actor, target).await?;
+    let leave = MemberChange {
+        conv_id,
+        slot: locked.counter.take_event(),
+        actor,
+        target,
+    };
+    let at = tx.append_leave(&leave).await?;
     // Only an owner's leave hands anything over, so only then are the others read.
     if target_role == Role::Owner {
         let remaining = tx.remaining_members(conv_id, target).await?;
@@ -31,6 +36,6 @@ pub(crate) async fn remove_member<B: Backend>(
     }
     tx.commit_or_unknown().await?;
     Ok(MembershipChange {
-        event: Event::membership(conv_id, slot.seq, EventKind::Leave, actor, target, at),
+        event: Event::membership(conv_id, leave.slot.seq, EventKind::Leave, actor, target, at),
     })
 }

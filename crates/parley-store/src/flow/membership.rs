@@ -12,6 +12,14 @@ use super::{StoreFuture, WriteTx};
 use crate::error::StoreError;
 use crate::sql;
 
+/// A join or a leave to append: `actor` adds or removes `target` (themselves when they leave).
+pub(crate) struct MemberChange<'a> {
+    pub conv_id: &'a ConvId,
+    pub slot: Slot,
+    pub actor: &'a UserId,
+    pub target: &'a UserId,
+}
+
 /// The conversation as a membership change reads it under its lock.
 pub(crate) struct Locked {
     pub kind: ConvKind,
@@ -35,27 +43,18 @@ pub(crate) trait MembershipTx: WriteTx {
     ) -> impl StoreFuture<Parties> {
         sql::parties(self, conv_id, actor, target)
     }
-    /// Appends `actor`'s join of `target` at `slot`, opens the target's period there as a
-    /// member, advances the counter, counts one member more and switches the conversation to
-    /// pull when `to_pull`. Answers the event's `created_at`.
+    /// Appends the join, opens the target's period at its seq as a member, advances the
+    /// counter, counts one member more and switches the conversation to pull when `to_pull`.
+    /// Answers the event's `created_at`.
     fn append_join(
         &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target: &UserId,
+        join: &MemberChange<'_>,
         to_pull: bool,
     ) -> impl StoreFuture<DateTime<Utc>>;
-    /// Appends `actor`'s leave (or removal) of `target` at `slot`, closes the target's period
-    /// there (so the leaver sees their own leave and nothing after), advances the counter and
-    /// counts one member fewer. Answers the event's `created_at`.
-    fn append_leave(
-        &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target: &UserId,
-    ) -> impl StoreFuture<DateTime<Utc>>;
+    /// Appends the leave (or removal), closes the target's period at its seq (so the leaver
+    /// sees their own leave and nothing after), advances the counter and counts one member
+    /// fewer. Answers the event's `created_at`.
+    fn append_leave(&mut self, leave: &MemberChange<'_>) -> impl StoreFuture<DateTime<Utc>>;
     /// The current members other than `leaver`, with their roles and the start of their period.
     fn remaining_members(
         &mut self,

@@ -11,15 +11,10 @@ use crate::error::StoreError;
 use crate::read::{snapshot, LogReadTx};
 
 pub(crate) trait ReadMarkTx: WriteTx + LogReadTx {
-    /// Raises `user`'s read position to `seq` unless it is higher already (the maximum keeps
-    /// it monotonic under concurrent marks); only a move counts as a change for the sync feed.
-    /// Answers the resulting position.
-    fn raise_read_mark(
-        &mut self,
-        conv_id: &ConvId,
-        user: &UserId,
-        seq: i64,
-    ) -> impl StoreFuture<i64>;
+    /// Raises the read position of `reader`, a conversation and a user, to `seq` unless it is
+    /// higher already (the maximum keeps it monotonic under concurrent marks); only a move
+    /// counts as a change for the sync feed. Answers the resulting position.
+    fn raise_read_mark(&mut self, reader: (&ConvId, &UserId), seq: i64) -> impl StoreFuture<i64>;
 }
 
 pub(crate) async fn mark_read<B: Backend>(
@@ -31,7 +26,7 @@ pub(crate) async fn mark_read<B: Backend>(
     let mut tx = backend.begin_write().await?;
     let snap = snapshot(&mut tx, conv_id, user).await?;
     let read_seq = tx
-        .raise_read_mark(conv_id, user, clamp_read(seq, snap.head))
+        .raise_read_mark((conv_id, user), clamp_read(seq, snap.head))
         .await?;
     // The position is a maximum: a retry after a failed commit moves it the same way.
     tx.finish().await?;

@@ -15,6 +15,14 @@ use crate::error::StoreError;
 use crate::sql;
 use crate::types::RecallOutcome;
 
+/// A recall to append: `actor` recalls their message at `target_seq`.
+pub(crate) struct NewRecall<'a> {
+    pub conv_id: &'a ConvId,
+    pub slot: Slot,
+    pub actor: &'a UserId,
+    pub target_seq: i64,
+}
+
 /// The conversation as a recall reads it under its lock.
 pub(crate) struct RecallLock {
     pub counter: LogCounter,
@@ -40,16 +48,9 @@ pub(crate) trait RecallTx: WriteTx {
     ) -> impl StoreFuture<Option<i64>> {
         sql::existing_recall(self, conv_id, target_seq)
     }
-    /// Appends `actor`'s recall of `target_seq` at `slot`, erases the target's body (marking it
-    /// recalled), advances the counter and stamps the conversation changed. Answers the
-    /// event's `created_at`.
-    fn append_recall(
-        &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target_seq: i64,
-    ) -> impl StoreFuture<DateTime<Utc>>;
+    /// Appends the recall, erases the target's body (marking it recalled), advances the
+    /// counter and stamps the conversation changed. Answers the event's `created_at`.
+    fn append_recall(&mut self, recall: &NewRecall<'_>) -> impl StoreFuture<DateTime<Utc>>;
 }
 
 pub(crate) async fn recall<B: Backend>(
@@ -83,12 +84,18 @@ pub(crate) async fn recall<B: Backend>(
         }
     }
     // A recall is no msg: it carries the msg count so far as its ordinal.
-    let slot = locked.counter.take_event();
-    let at = tx.append_recall(conv_id, slot, actor, target_seq).await?;
+    let recall = NewRecall {
+        conv_id,
+        slot: locked.counter.take_event(),
+        actor,
+        target_seq,
+    };
+    let at = tx.append_recall(&recall).await?;
     tx.commit_or_unknown().await?;
+    let seq = recall.slot.seq;
     Ok(RecallOutcome {
-        event: Some(Event::recall(conv_id, slot.seq, actor, target_seq, at)),
-        seq: slot.seq,
+        event: Some(Event::recall(conv_id, seq, actor, target_seq, at)),
+        seq,
         target_seq,
     })
 }

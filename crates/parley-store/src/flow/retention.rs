@@ -34,6 +34,18 @@ pub(crate) enum PurgeLock {
     },
 }
 
+/// The statements of retention outside a conversation's purge transaction.
+pub(crate) trait Expiry {
+    /// Conversations with events past retention at `now`, by id, at most `limit`.
+    fn due_for_purge(&self, now: DateTime<Utc>, limit: usize) -> impl StoreFuture<Vec<String>>;
+    /// Deletes at most `len_max` tombstones purged before `older_than`; answers how many.
+    fn expire_tombstone_batch(
+        &self,
+        older_than: DateTime<Utc>,
+        len_max: u64,
+    ) -> impl StoreFuture<u64>;
+}
+
 pub(crate) trait PurgeTx: WriteTx {
     /// Locks the conversation without waiting for it.
     fn lock_for_purge(&mut self, conv_id: &str) -> impl StoreFuture<PurgeLock>;
@@ -46,17 +58,20 @@ pub(crate) trait PurgeTx: WriteTx {
     ) -> impl StoreFuture<Vec<(i64, DateTime<Utc>)>> {
         sql::oldest_events(self, conv_id, min_seq, len_max)
     }
-    /// Deletes the events of `seqs`, `(min_seq, through_seq)` inclusive, keeps the request
-    /// keys of the messages among them in the tombstones (stamped `now`; a key meeting an older
-    /// tombstone of its own, which expired and was used again, replaces it), raises `min_seq`
-    /// past them (never above `next_seq`) and stamps the conversation changed. Answers how many
-    /// events were deleted and tombstones written.
-    fn cut(
-        &mut self,
-        conv_id: &str,
-        seqs: (i64, i64),
-        now: DateTime<Utc>,
-    ) -> impl StoreFuture<(u64, u64)>;
+    /// Deletes the events of the cut, keeps the request keys of the messages among them in the
+    /// tombstones (stamped `purged_at`; a key meeting an older tombstone of its own, which
+    /// expired and was used again, replaces it), raises `min_seq` past them (never above
+    /// `next_seq`) and stamps the conversation changed. Answers how many events were deleted
+    /// and tombstones written.
+    fn cut(&mut self, cut: &LogCut<'_>) -> impl StoreFuture<(u64, u64)>;
+}
+
+/// The prefix of a conversation's log a purge deletes: `min_seq..=through_seq`.
+pub(crate) struct LogCut<'a> {
+    pub conv_id: &'a str,
+    pub min_seq: i64,
+    pub through_seq: i64,
+    pub purged_at: DateTime<Utc>,
 }
 
 /// What one conversation's purge transaction did.
@@ -123,7 +138,13 @@ async fn cut_one<B: Backend>(
     let Some(cut) = plan_cut(min_seq, &events, cutoff(now, retention_ms), batch) else {
         return Ok(Cut::Nothing);
     };
-    let (deleted, tombstones) = tx.cut(conv, (min_seq, cut.through_seq), now).await?;
+    let log_cut = LogCut {
+        conv_id: conv,
+        min_seq,
+        through_seq: cut.through_seq,
+        purged_at: now,
+    };
+    let (deleted, tombstones) = tx.cut(&log_cut).await?;
     tx.commit_or_unknown().await?;
     Ok(Cut::Done {
         deleted,

@@ -1,12 +1,22 @@
 //! Claiming a device's route (chapter 05): point it at a new connection and answer the route
 //! it replaced, whose connection the caller must close.
 
+use parley_domain::{DeviceId, UserId};
+
 use super::{StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::query::Arg;
 use crate::rows;
 use crate::types::Route;
+
+/// The gateways' own statements, each on its own.
+pub(crate) trait Gateways {
+    /// Registers a gateway or renews its lease until now + `lease_ms`.
+    fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> impl StoreFuture<()>;
+    /// Deletes the device's route where it still names `conn_id` (P9); true when deleted.
+    fn delete_route(&self, device: (&UserId, &DeviceId), conn_id: &str) -> impl StoreFuture<bool>;
+}
 
 pub(crate) trait RouteTx: WriteTx {
     /// Reads the device's route (`$1` user, `$2` device) and keeps it locked until the

@@ -28,14 +28,16 @@ pub(crate) trait SendTx: WriteTx {
     fn key_check(&mut self, req: &SendRequest) -> impl StoreFuture<KeyCheck> {
         sql::key_check(self, req)
     }
-    /// Inserts the message at `slot`, advances the counter past it and moves the sender's read
-    /// position to it (an own message is read). Answers the event's `created_at`.
-    fn insert_message(
-        &mut self,
-        req: &SendRequest,
-        slot: Slot,
-        message_id: Uuid,
-    ) -> impl StoreFuture<DateTime<Utc>>;
+    /// Inserts the message, advances the counter past it and moves the sender's read position
+    /// to it (an own message is read). Answers the event's `created_at`.
+    fn insert_message(&mut self, msg: &NewMessage<'_>) -> impl StoreFuture<DateTime<Utc>>;
+}
+
+/// A message to insert: the request, its place in the log and its new id.
+pub(crate) struct NewMessage<'a> {
+    pub req: &'a SendRequest,
+    pub slot: Slot,
+    pub message_id: Uuid,
 }
 
 /// Runs one send in `tx`, a fresh write transaction.
@@ -65,7 +67,12 @@ pub(crate) async fn send_in<T: SendTx>(
     let slot = counter.take_msg();
     assert_eq!(slot.seq, next_seq, "a send written off the counter");
     let message_id = Uuid::new_v4();
-    let created_at = tx.insert_message(req, slot, message_id).await?;
+    let msg = NewMessage {
+        req,
+        slot,
+        message_id,
+    };
+    let created_at = tx.insert_message(&msg).await?;
     // 6. Commit; only now may the caller ack and announce.
     tx.commit_or_unknown().await?;
     Ok(req.committed(slot.seq, message_id, created_at))

@@ -3,14 +3,14 @@
 //! together), after the row lock `FOR NO KEY UPDATE`.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::{LogCounter, Slot};
-use parley_domain::{ConvId, Role, UserId};
+use parley_domain::decide::LogCounter;
+use parley_domain::ConvId;
 use sqlx::Row;
 
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::create::{CreateTx, NewRow};
-use crate::flow::membership::{Locked, MembershipTx};
+use crate::flow::membership::{Locked, MemberChange, MembershipTx};
 use crate::rows;
 
 impl CreateTx for PgTx<'_> {
@@ -36,21 +36,19 @@ impl CreateTx for PgTx<'_> {
         .bind(row.next_seq)
         .bind(row.req.recall_window_ms)
         .bind(row.req.retention_ms)
-        .bind(rows::int4(row.member_count))
+        .bind(rows::int4(row.members.len()))
         .fetch_optional(&mut **self)
         .await?)
     }
 
     async fn insert_initial_members(
         &mut self,
-        conv_id: &ConvId,
-        creator: &UserId,
-        members: &[(&UserId, Role)],
+        row: &NewRow<'_>,
         created_at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let users: Vec<&str> = members.iter().map(|(u, _)| u.as_str()).collect();
-        let seqs: Vec<i64> = (1..).take(members.len()).collect();
-        let roles: Vec<&str> = members.iter().map(|(_, r)| r.as_str()).collect();
+        let users: Vec<&str> = row.members.iter().map(|(u, _)| u.as_str()).collect();
+        let seqs: Vec<i64> = (1..).take(row.members.len()).collect();
+        let roles: Vec<&str> = row.members.iter().map(|(_, r)| r.as_str()).collect();
         sqlx::query(
             "WITH ev AS (
                INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at, msg_ordinal)
@@ -59,8 +57,8 @@ impl CreateTx for PgTx<'_> {
              INSERT INTO membership_periods (conv_id, user_id, from_seq, role)
              SELECT $1, u, s, r FROM UNNEST($3::text[], $4::bigint[], $6::text[]) AS t(u, s, r)",
         )
-        .bind(conv_id.as_str())
-        .bind(creator.as_str())
+        .bind(row.conv_id.as_str())
+        .bind(row.req.creator.as_str())
         .bind(&users)
         .bind(&seqs)
         .bind(created_at)
@@ -95,10 +93,7 @@ impl MembershipTx for PgTx<'_> {
 
     async fn append_join(
         &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target: &UserId,
+        join: &MemberChange<'_>,
         to_pull: bool,
     ) -> Result<DateTime<Utc>, StoreError> {
         Ok(sqlx::query_scalar(
@@ -116,22 +111,19 @@ impl MembershipTx for PgTx<'_> {
              )
              SELECT created_at FROM ev",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
-        .bind(actor.as_str())
-        .bind(target.as_str())
+        .bind(join.conv_id.as_str())
+        .bind(join.slot.seq)
+        .bind(join.actor.as_str())
+        .bind(join.target.as_str())
         .bind(to_pull)
-        .bind(slot.msg_ordinal)
+        .bind(join.slot.msg_ordinal)
         .fetch_one(&mut **self)
         .await?)
     }
 
     async fn append_leave(
         &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target: &UserId,
+        leave: &MemberChange<'_>,
     ) -> Result<DateTime<Utc>, StoreError> {
         Ok(sqlx::query_scalar(
             "WITH ev AS (
@@ -147,11 +139,11 @@ impl MembershipTx for PgTx<'_> {
              )
              SELECT created_at FROM ev",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
-        .bind(actor.as_str())
-        .bind(target.as_str())
-        .bind(slot.msg_ordinal)
+        .bind(leave.conv_id.as_str())
+        .bind(leave.slot.seq)
+        .bind(leave.actor.as_str())
+        .bind(leave.target.as_str())
+        .bind(leave.slot.msg_ordinal)
         .fetch_one(&mut **self)
         .await?)
     }

@@ -31,14 +31,14 @@ pub use send::{SEND_INSERT_SQL, SEND_KEY_CHECK_SQL, SEND_LOCK_SQL};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, DeviceId, Event, EventsPage, UserId};
+use parley_domain::{ConvId, EventsPage, UserId};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::types::{DeviceIdentity, SendOutcome, SendRequest};
+use crate::types::{SendOutcome, SendRequest};
 
 /// How long a request waits for a pooled connection before the store counts as unavailable.
 const POOL_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
@@ -78,9 +78,11 @@ impl PgStore {
     }
 }
 
-/// The store's contract is `store_impl.rs` over these.
+/// The store's contract is `store_impl.rs` over these and the statements of `admin.rs`,
+/// `realtime.rs` and `retention.rs`.
 impl Backend for PgStore {
     type Tx = PgTx<'static>;
+    type Conn = PoolConnection<Postgres>;
 
     async fn begin_write(&self) -> Result<PgTx<'static>, StoreError> {
         Ok(self.pool.begin().await?)
@@ -90,87 +92,15 @@ impl Backend for PgStore {
         read::begin_snapshot(&self.pool).await
     }
 
+    async fn connection(&self) -> Result<PoolConnection<Postgres>, StoreError> {
+        Ok(self.pool.acquire().await?)
+    }
+
     async fn migrate_schema(&self) -> Result<(), StoreError> {
         MIGRATOR
             .run(&self.pool)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))
-    }
-
-    async fn ping_database(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
-    async fn insert_user(
-        &self,
-        user_id: &UserId,
-        display_name: Option<&str>,
-    ) -> Result<bool, StoreError> {
-        admin::insert_user(&self.pool, user_id, display_name).await
-    }
-
-    async fn store_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        token_hash: &str,
-    ) -> Result<bool, StoreError> {
-        admin::store_device_token(&self.pool, user_id, device_id, token_hash).await
-    }
-
-    async fn revoke_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-    ) -> Result<bool, StoreError> {
-        admin::revoke_device_token(&self.pool, user_id, device_id).await
-    }
-
-    async fn device_of_token(
-        &self,
-        token_hash: &str,
-    ) -> Result<Option<DeviceIdentity>, StoreError> {
-        admin::device_of_token(&self.pool, token_hash).await
-    }
-
-    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
-        realtime::renew_lease(&self.pool, gateway_id, lease_ms).await
-    }
-
-    async fn delete_route(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        conn_id: &str,
-    ) -> Result<bool, StoreError> {
-        realtime::delete_route(&self.pool, user_id, device_id, conn_id).await
-    }
-
-    async fn read_range(
-        &self,
-        conv_id: &ConvId,
-        bounds: (i64, i64),
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        crate::sql::range(&mut *conn, conv_id, bounds, false, limit).await
-    }
-
-    async fn due_for_purge(
-        &self,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<String>, StoreError> {
-        retention::due_for_purge(&self.pool, now, limit).await
-    }
-
-    async fn expire_tombstone_batch(
-        &self,
-        older_than: DateTime<Utc>,
-        len_max: u64,
-    ) -> Result<u64, StoreError> {
-        retention::expire_tombstone_batch(&self.pool, older_than, len_max).await
     }
 
     /// Through the node's send queue, which commits concurrent sends in batches.

@@ -22,8 +22,7 @@ pub(super) async fn begin_snapshot(pool: &PgPool) -> Result<PgTx<'static>, Store
 impl ReadMarkTx for PgTx<'_> {
     async fn raise_read_mark(
         &mut self,
-        conv_id: &ConvId,
-        user: &UserId,
+        (conv_id, user): (&ConvId, &UserId),
         seq: i64,
     ) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(

@@ -1,38 +1,33 @@
 //! Gateway leases and device routes (chapter 05) on PostgreSQL.
 
-use parley_domain::{DeviceId, UserId};
-use sqlx::PgPool;
-
-use super::PgTx;
+use super::{PgStore, PgTx};
 use crate::error::StoreError;
-use crate::flow::route::RouteTx;
+use crate::flow::route::{Gateways, RouteTx};
 use crate::sql;
 use crate::types::Route;
+use parley_domain::{DeviceId, UserId};
 
-pub(super) async fn renew_lease(
-    pool: &PgPool,
-    gateway_id: &str,
-    lease_ms: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO gateways (gateway_id, lease_until) VALUES ($1, now() + make_interval(secs => $2 / 1000.0))
-         ON CONFLICT (gateway_id) DO UPDATE SET lease_until = EXCLUDED.lease_until",
-    )
-    .bind(gateway_id)
-    .bind(lease_ms as f64)
-    .execute(pool)
-    .await?;
-    Ok(())
-}
+impl Gateways for PgStore {
+    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO gateways (gateway_id, lease_until) VALUES ($1, now() + make_interval(secs => $2 / 1000.0))
+             ON CONFLICT (gateway_id) DO UPDATE SET lease_until = EXCLUDED.lease_until",
+        )
+        .bind(gateway_id)
+        .bind(lease_ms as f64)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
 
-/// One statement on the pool.
-pub(super) async fn delete_route(
-    pool: &PgPool,
-    user_id: &UserId,
-    device_id: &DeviceId,
-    conn_id: &str,
-) -> Result<bool, StoreError> {
-    sql::release_route(&mut *pool.acquire().await?, (user_id, device_id), conn_id).await
+    /// One statement on the pool.
+    async fn delete_route(
+        &self,
+        device: (&UserId, &DeviceId),
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        sql::release_route(&mut *self.pool.acquire().await?, device, conn_id).await
+    }
 }
 
 impl RouteTx for PgTx<'_> {

@@ -2,13 +2,13 @@
 //! body and the counter in one statement after the row lock.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::{LogCounter, Slot};
-use parley_domain::{ConvId, UserId};
+use parley_domain::decide::LogCounter;
+use parley_domain::ConvId;
 use sqlx::Row;
 
 use super::PgTx;
 use crate::error::StoreError;
-use crate::flow::recall::{RecallLock, RecallTx};
+use crate::flow::recall::{NewRecall, RecallLock, RecallTx};
 
 impl RecallTx for PgTx<'_> {
     async fn lock_for_recall(
@@ -32,13 +32,7 @@ impl RecallTx for PgTx<'_> {
     }
 
     /// One statement; the conversation counts as changed for the sync feed.
-    async fn append_recall(
-        &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target_seq: i64,
-    ) -> Result<DateTime<Utc>, StoreError> {
+    async fn append_recall(&mut self, recall: &NewRecall<'_>) -> Result<DateTime<Utc>, StoreError> {
         Ok(sqlx::query_scalar(
             "WITH ev AS (
                INSERT INTO events (conv_id, seq, kind, sender_user, target_seq, msg_ordinal)
@@ -51,11 +45,11 @@ impl RecallTx for PgTx<'_> {
              )
              SELECT created_at FROM ev",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
-        .bind(actor.as_str())
-        .bind(target_seq)
-        .bind(slot.msg_ordinal)
+        .bind(recall.conv_id.as_str())
+        .bind(recall.slot.seq)
+        .bind(recall.actor.as_str())
+        .bind(recall.target_seq)
+        .bind(recall.slot.msg_ordinal)
         .fetch_one(&mut **self)
         .await?)
     }

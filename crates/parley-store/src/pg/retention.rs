@@ -4,11 +4,11 @@
 //! batch. Other conversations are never locked at all.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 
-use super::PgTx;
+use super::{PgStore, PgTx};
 use crate::error::StoreError;
-use crate::flow::retention::{PurgeLock, PurgeTx};
+use crate::flow::retention::{Expiry, LogCut, PurgeLock, PurgeTx};
 
 /// Conversations whose oldest stored event (the one at `min_seq`, read by primary key) is past
 /// retention at `$1`.
@@ -18,34 +18,36 @@ const DUE_CONVERSATIONS_SQL: &str = "SELECT c.conv_id FROM conversations c
     AND e.created_at < $1 - c.retention_ms * interval '1 millisecond'
   ORDER BY c.conv_id LIMIT $2";
 
-pub(super) async fn due_for_purge(
-    pool: &PgPool,
-    now: DateTime<Utc>,
-    limit: usize,
-) -> Result<Vec<String>, StoreError> {
-    Ok(sqlx::query_scalar(DUE_CONVERSATIONS_SQL)
-        .bind(now)
-        .bind(limit as i64)
-        .fetch_all(pool)
-        .await?)
-}
+impl Expiry for PgStore {
+    async fn due_for_purge(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(DUE_CONVERSATIONS_SQL)
+            .bind(now)
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?)
+    }
 
-/// One bounded statement, found through the purged_at index.
-pub(super) async fn expire_tombstone_batch(
-    pool: &PgPool,
-    older_than: DateTime<Utc>,
-    len_max: u64,
-) -> Result<u64, StoreError> {
-    let done = sqlx::query(
-        "DELETE FROM idem_tombstones
-          WHERE ctid = ANY(ARRAY(SELECT ctid FROM idem_tombstones WHERE purged_at < $1 LIMIT $2))
-            AND purged_at < $1",
-    )
-    .bind(older_than)
-    .bind(len_max as i64)
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected())
+    /// One bounded statement, found through the purged_at index.
+    async fn expire_tombstone_batch(
+        &self,
+        older_than: DateTime<Utc>,
+        len_max: u64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM idem_tombstones
+              WHERE ctid = ANY(ARRAY(SELECT ctid FROM idem_tombstones WHERE purged_at < $1 LIMIT $2))
+                AND purged_at < $1",
+        )
+        .bind(older_than)
+        .bind(len_max as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }
 
 impl PurgeTx for PgTx<'_> {
@@ -68,12 +70,7 @@ impl PurgeTx for PgTx<'_> {
     }
 
     /// Delete, keep the request keys, raise min_seq: one statement.
-    async fn cut(
-        &mut self,
-        conv_id: &str,
-        (min_seq, through_seq): (i64, i64),
-        now: DateTime<Utc>,
-    ) -> Result<(u64, u64), StoreError> {
+    async fn cut(&mut self, cut: &LogCut<'_>) -> Result<(u64, u64), StoreError> {
         let counts = sqlx::query(
             "WITH gone AS (
                DELETE FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3
@@ -95,10 +92,10 @@ impl PurgeTx for PgTx<'_> {
              )
              SELECT (SELECT count(*) FROM gone) AS deleted, (SELECT count(*) FROM tomb) AS tombstones",
         )
-        .bind(conv_id)
-        .bind(min_seq)
-        .bind(through_seq)
-        .bind(now)
+        .bind(cut.conv_id)
+        .bind(cut.min_seq)
+        .bind(cut.through_seq)
+        .bind(cut.purged_at)
         .fetch_one(&mut **self)
         .await?;
         let deleted: i64 = counts.try_get("deleted")?;

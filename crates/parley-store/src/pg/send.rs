@@ -3,14 +3,13 @@
 //! statements are exported for the benchmark's baseline, which runs them without the server.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::{LogCounter, Slot};
+use parley_domain::decide::LogCounter;
 use parley_domain::ConvId;
 use sqlx::{PgPool, Row};
-use uuid::Uuid;
 
 use super::PgTx;
 use crate::error::StoreError;
-use crate::flow::send::{send_in, SendTx};
+use crate::flow::send::{send_in, NewMessage, SendTx};
 pub use crate::sql::SEND_KEY_CHECK_SQL;
 use crate::types::{SendOutcome, SendRequest};
 
@@ -59,22 +58,17 @@ impl SendTx for PgTx<'_> {
         )))
     }
 
-    async fn insert_message(
-        &mut self,
-        req: &SendRequest,
-        slot: Slot,
-        message_id: Uuid,
-    ) -> Result<DateTime<Utc>, StoreError> {
+    async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
         let inserted = sqlx::query(SEND_INSERT_SQL)
-            .bind(req.conv_id.as_str())
-            .bind(slot.seq)
-            .bind(message_id)
-            .bind(req.sender_user.as_str())
-            .bind(req.sender_device.as_str())
-            .bind(req.client_msg_id.as_str())
-            .bind(req.request_hash.as_str())
-            .bind(req.body.as_str())
-            .bind(slot.msg_ordinal)
+            .bind(msg.req.conv_id.as_str())
+            .bind(msg.slot.seq)
+            .bind(msg.message_id)
+            .bind(msg.req.sender_user.as_str())
+            .bind(msg.req.sender_device.as_str())
+            .bind(msg.req.client_msg_id.as_str())
+            .bind(msg.req.request_hash.as_str())
+            .bind(msg.req.body.as_str())
+            .bind(msg.slot.msg_ordinal)
             .fetch_one(&mut **self)
             .await?;
         Ok(inserted.try_get("created_at")?)

@@ -1,82 +1,73 @@
-//! Users, devices and token authentication on SQLite, each write in its own write transaction.
+//! The writes of users and devices on SQLite, each in its own write transaction.
 //! Like the single statements of the PostgreSQL store, a failed commit here is `Unavailable`:
 //! none of these is a send whose retry needs the outcome-unknown answer.
 
 use parley_domain::{DeviceId, UserId};
-use sqlx::SqlitePool;
 
 use super::rows::{now, ts};
 use super::SqliteStore;
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::sql;
-use crate::types::DeviceIdentity;
+use crate::flow::admin::Accounts;
 
-pub(super) async fn insert_user(
-    store: &SqliteStore,
-    user_id: &UserId,
-    display_name: Option<&str>,
-) -> Result<bool, StoreError> {
-    let mut tx = store.begin_write().await?;
-    let inserted = sqlx::query(
-        "INSERT INTO users (user_id, display_name, created_at) VALUES ($1, $2, $3)
-         ON CONFLICT (user_id) DO NOTHING",
-    )
-    .bind(user_id.as_str())
-    .bind(display_name)
-    .bind(ts(now()))
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(inserted.rows_affected() == 1)
-}
+impl Accounts for SqliteStore {
+    async fn insert_user(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO users (user_id, display_name, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (user_id) DO NOTHING",
+        )
+        .bind(user_id.as_str())
+        .bind(display_name)
+        .bind(ts(now()))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(inserted.rows_affected() == 1)
+    }
 
-/// The device row is created or its token replaced (which revokes the old token, since only
-/// one hash is stored per device). `WHERE true` lets SQLite parse the upsert after a SELECT.
-pub(super) async fn store_device_token(
-    store: &SqliteStore,
-    user_id: &UserId,
-    device_id: &DeviceId,
-    token_hash: &str,
-) -> Result<bool, StoreError> {
-    let mut tx = store.begin_write().await?;
-    let done = sqlx::query(
-        "INSERT INTO devices (user_id, device_id, token_hash, created_at)
-         SELECT user_id, $2, $3, $4 FROM users WHERE user_id = $1 AND true
-         ON CONFLICT (user_id, device_id)
-         DO UPDATE SET token_hash = excluded.token_hash, revoked_at = NULL, created_at = excluded.created_at",
-    )
-    .bind(user_id.as_str())
-    .bind(device_id.as_str())
-    .bind(token_hash)
-    .bind(ts(now()))
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() > 0)
-}
+    /// The device row is created or its token replaced (which revokes the old token, since only
+    /// one hash is stored per device). `WHERE true` lets SQLite parse the upsert after a SELECT.
+    async fn store_device_token(
+        &self,
+        (user_id, device_id): (&UserId, &DeviceId),
+        token_hash: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "INSERT INTO devices (user_id, device_id, token_hash, created_at)
+             SELECT user_id, $2, $3, $4 FROM users WHERE user_id = $1 AND true
+             ON CONFLICT (user_id, device_id)
+             DO UPDATE SET token_hash = excluded.token_hash, revoked_at = NULL, created_at = excluded.created_at",
+        )
+        .bind(user_id.as_str())
+        .bind(device_id.as_str())
+        .bind(token_hash)
+        .bind(ts(now()))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
 
-pub(super) async fn revoke_device_token(
-    store: &SqliteStore,
-    user_id: &UserId,
-    device_id: &DeviceId,
-) -> Result<bool, StoreError> {
-    let mut tx = store.begin_write().await?;
-    let done = sqlx::query(
-        "UPDATE devices SET revoked_at = COALESCE(revoked_at, $3) WHERE user_id = $1 AND device_id = $2",
-    )
-    .bind(user_id.as_str())
-    .bind(device_id.as_str())
-    .bind(ts(now()))
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(done.rows_affected() > 0)
-}
-
-pub(super) async fn device_of_token(
-    reader: &SqlitePool,
-    token_hash: &str,
-) -> Result<Option<DeviceIdentity>, StoreError> {
-    sql::device_of_token(&mut *reader.acquire().await?, token_hash).await
+    async fn revoke_device_token(
+        &self,
+        (user_id, device_id): (&UserId, &DeviceId),
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "UPDATE devices SET revoked_at = COALESCE(revoked_at, $3) WHERE user_id = $1 AND device_id = $2",
+        )
+        .bind(user_id.as_str())
+        .bind(device_id.as_str())
+        .bind(ts(now()))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
 }

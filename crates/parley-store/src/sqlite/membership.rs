@@ -3,15 +3,15 @@
 //! the conversation row is its lock; each write takes the change clock's next value.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::{LogCounter, Slot};
-use parley_domain::{ConvId, Role, UserId};
+use parley_domain::decide::LogCounter;
+use parley_domain::ConvId;
 use sqlx::Row;
 
 use super::rows::{json_list, now, tick, ts};
 use super::Tx;
 use crate::error::StoreError;
 use crate::flow::create::{CreateTx, NewRow};
-use crate::flow::membership::{Locked, MembershipTx};
+use crate::flow::membership::{Locked, MemberChange, MembershipTx};
 use crate::rows;
 
 impl CreateTx for Tx<'_> {
@@ -38,7 +38,7 @@ impl CreateTx for Tx<'_> {
         .bind(row.next_seq)
         .bind(row.req.recall_window_ms)
         .bind(row.req.retention_ms)
-        .bind(rows::int4(row.member_count))
+        .bind(rows::int4(row.members.len()))
         .bind(change)
         .bind(ts(created_at))
         .execute(&mut **self)
@@ -48,20 +48,18 @@ impl CreateTx for Tx<'_> {
 
     async fn insert_initial_members(
         &mut self,
-        conv_id: &ConvId,
-        creator: &UserId,
-        members: &[(&UserId, Role)],
+        row: &NewRow<'_>,
         created_at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let users = json_list(members.iter().map(|(u, _)| u.as_str()))?;
-        let roles = json_list(members.iter().map(|(_, r)| r.as_str()))?;
+        let users = json_list(row.members.iter().map(|(u, _)| u.as_str()))?;
+        let roles = json_list(row.members.iter().map(|(_, r)| r.as_str()))?;
         // json_each's key is the 0-based array index: member i joins at seq i + 1.
         sqlx::query(
             "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at)
              SELECT $1, key + 1, 'join', $2, value, $3 FROM json_each($4)",
         )
-        .bind(conv_id.as_str())
-        .bind(creator.as_str())
+        .bind(row.conv_id.as_str())
+        .bind(row.req.creator.as_str())
         .bind(ts(created_at))
         .bind(&users)
         .execute(&mut **self)
@@ -71,7 +69,7 @@ impl CreateTx for Tx<'_> {
              SELECT $1, u.value, u.key + 1, r.value
                FROM json_each($2) AS u JOIN json_each($3) AS r ON r.key = u.key",
         )
-        .bind(conv_id.as_str())
+        .bind(row.conv_id.as_str())
         .bind(&users)
         .bind(&roles)
         .execute(&mut **self)
@@ -102,10 +100,7 @@ impl MembershipTx for Tx<'_> {
 
     async fn append_join(
         &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target: &UserId,
+        join: &MemberChange<'_>,
         to_pull: bool,
     ) -> Result<DateTime<Utc>, StoreError> {
         let at = now();
@@ -113,19 +108,19 @@ impl MembershipTx for Tx<'_> {
             "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at)
              VALUES ($1, $2, 'join', $3, $4, $5)",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
-        .bind(actor.as_str())
-        .bind(target.as_str())
+        .bind(join.conv_id.as_str())
+        .bind(join.slot.seq)
+        .bind(join.actor.as_str())
+        .bind(join.target.as_str())
         .bind(ts(at))
         .execute(&mut **self)
         .await?;
         sqlx::query(
             "INSERT INTO membership_periods (conv_id, user_id, from_seq, role) VALUES ($1, $2, $3, 'member')",
         )
-        .bind(conv_id.as_str())
-        .bind(target.as_str())
-        .bind(slot.seq)
+        .bind(join.conv_id.as_str())
+        .bind(join.target.as_str())
+        .bind(join.slot.seq)
         .execute(&mut **self)
         .await?;
         let change = tick(self).await?;
@@ -135,8 +130,8 @@ impl MembershipTx for Tx<'_> {
                     delivery_mode = CASE WHEN $3 THEN 'pull' ELSE delivery_mode END, change_seq = $4
               WHERE conv_id = $1",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
+        .bind(join.conv_id.as_str())
+        .bind(join.slot.seq)
         .bind(to_pull)
         .bind(change)
         .execute(&mut **self)
@@ -146,20 +141,17 @@ impl MembershipTx for Tx<'_> {
 
     async fn append_leave(
         &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target: &UserId,
+        leave: &MemberChange<'_>,
     ) -> Result<DateTime<Utc>, StoreError> {
         let at = now();
         sqlx::query(
             "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at)
              VALUES ($1, $2, 'leave', $3, $4, $5)",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
-        .bind(actor.as_str())
-        .bind(target.as_str())
+        .bind(leave.conv_id.as_str())
+        .bind(leave.slot.seq)
+        .bind(leave.actor.as_str())
+        .bind(leave.target.as_str())
         .bind(ts(at))
         .execute(&mut **self)
         .await?;
@@ -167,9 +159,9 @@ impl MembershipTx for Tx<'_> {
             "UPDATE membership_periods SET to_seq = $2
               WHERE conv_id = $1 AND user_id = $3 AND to_seq IS NULL",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
-        .bind(target.as_str())
+        .bind(leave.conv_id.as_str())
+        .bind(leave.slot.seq)
+        .bind(leave.target.as_str())
         .execute(&mut **self)
         .await?;
         let change = tick(self).await?;
@@ -177,8 +169,8 @@ impl MembershipTx for Tx<'_> {
             "UPDATE conversations SET next_seq = $2 + 1, member_count = member_count - 1, change_seq = $3
               WHERE conv_id = $1",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
+        .bind(leave.conv_id.as_str())
+        .bind(leave.slot.seq)
         .bind(change)
         .execute(&mut **self)
         .await?;

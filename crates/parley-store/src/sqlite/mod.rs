@@ -32,14 +32,12 @@ mod views;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, DeviceId, Event, UserId};
+use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::types::DeviceIdentity;
 
 /// Connections of the read pool: readers run in parallel in WAL mode, and more than a few per
 /// core only adds threads (each SQLite connection has its own worker thread).
@@ -123,9 +121,11 @@ impl SqliteStore {
     }
 }
 
-/// The store's contract is `store_impl.rs` over these.
+/// The store's contract is `store_impl.rs` over these and the statements of `admin.rs`,
+/// `realtime.rs` and `retention.rs`.
 impl Backend for SqliteStore {
     type Tx = Tx<'static>;
+    type Conn = PoolConnection<Sqlite>;
 
     /// Holds the write lock from the first statement (`BEGIN IMMEDIATE`).
     async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
@@ -137,86 +137,14 @@ impl Backend for SqliteStore {
         Ok(self.reader.begin().await?)
     }
 
+    async fn connection(&self) -> Result<PoolConnection<Sqlite>, StoreError> {
+        Ok(self.reader.acquire().await?)
+    }
+
     async fn migrate_schema(&self) -> Result<(), StoreError> {
         MIGRATOR
             .run(&self.writer)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))
-    }
-
-    async fn ping_database(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.reader).await?;
-        Ok(())
-    }
-
-    async fn insert_user(
-        &self,
-        user_id: &UserId,
-        display_name: Option<&str>,
-    ) -> Result<bool, StoreError> {
-        admin::insert_user(self, user_id, display_name).await
-    }
-
-    async fn store_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        token_hash: &str,
-    ) -> Result<bool, StoreError> {
-        admin::store_device_token(self, user_id, device_id, token_hash).await
-    }
-
-    async fn revoke_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-    ) -> Result<bool, StoreError> {
-        admin::revoke_device_token(self, user_id, device_id).await
-    }
-
-    async fn device_of_token(
-        &self,
-        token_hash: &str,
-    ) -> Result<Option<DeviceIdentity>, StoreError> {
-        admin::device_of_token(&self.reader, token_hash).await
-    }
-
-    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
-        realtime::renew_lease(self, gateway_id, lease_ms).await
-    }
-
-    async fn delete_route(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        conn_id: &str,
-    ) -> Result<bool, StoreError> {
-        realtime::delete_route(self, user_id, device_id, conn_id).await
-    }
-
-    async fn read_range(
-        &self,
-        conv_id: &ConvId,
-        bounds: (i64, i64),
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        let mut conn = self.reader.acquire().await?;
-        crate::sql::range(&mut *conn, conv_id, bounds, false, limit).await
-    }
-
-    async fn due_for_purge(
-        &self,
-        now: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<String>, StoreError> {
-        retention::due_for_purge(self, now, limit).await
-    }
-
-    async fn expire_tombstone_batch(
-        &self,
-        older_than: DateTime<Utc>,
-        len_max: u64,
-    ) -> Result<u64, StoreError> {
-        retention::expire_tombstone_batch(self, older_than, len_max).await
     }
 }

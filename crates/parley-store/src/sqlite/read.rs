@@ -13,8 +13,7 @@ use crate::views::FeedTx;
 impl ReadMarkTx for Tx<'_> {
     async fn raise_read_mark(
         &mut self,
-        conv_id: &ConvId,
-        user: &UserId,
+        (conv_id, user): (&ConvId, &UserId),
         seq: i64,
     ) -> Result<i64, StoreError> {
         let change = tick(self).await?;

@@ -7,42 +7,39 @@ use super::rows::{now, ts};
 use super::{SqliteStore, Tx};
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::flow::route::RouteTx;
+use crate::flow::route::{Gateways, RouteTx};
 use crate::sql;
 use crate::types::Route;
 
-pub(super) async fn renew_lease(
-    store: &SqliteStore,
-    gateway_id: &str,
-    lease_ms: i64,
-) -> Result<(), StoreError> {
-    let at = now();
-    let until = at + Duration::milliseconds(lease_ms);
-    let mut tx = store.begin_write().await?;
-    sqlx::query(
-        "INSERT INTO gateways (gateway_id, started_at, lease_until) VALUES ($1, $2, $3)
-         ON CONFLICT (gateway_id) DO UPDATE SET lease_until = excluded.lease_until",
-    )
-    .bind(gateway_id)
-    .bind(ts(at))
-    .bind(ts(until))
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(())
-}
+impl Gateways for SqliteStore {
+    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        let at = now();
+        let until = at + Duration::milliseconds(lease_ms);
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO gateways (gateway_id, started_at, lease_until) VALUES ($1, $2, $3)
+             ON CONFLICT (gateway_id) DO UPDATE SET lease_until = excluded.lease_until",
+        )
+        .bind(gateway_id)
+        .bind(ts(at))
+        .bind(ts(until))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
 
-/// In its own write transaction.
-pub(super) async fn delete_route(
-    store: &SqliteStore,
-    user_id: &UserId,
-    device_id: &DeviceId,
-    conn_id: &str,
-) -> Result<bool, StoreError> {
-    let mut tx = store.begin_write().await?;
-    let deleted = sql::release_route(&mut tx, (user_id, device_id), conn_id).await?;
-    tx.commit().await?;
-    Ok(deleted)
+    /// In its own write transaction.
+    async fn delete_route(
+        &self,
+        device: (&UserId, &DeviceId),
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let deleted = sql::release_route(&mut tx, device, conn_id).await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
 }
 
 impl RouteTx for Tx<'_> {

@@ -2,14 +2,14 @@
 //! the database's write lock.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::{LogCounter, Slot};
-use parley_domain::{ConvId, UserId};
+use parley_domain::decide::LogCounter;
+use parley_domain::ConvId;
 use sqlx::Row;
 
 use super::rows::{now, tick, ts};
 use super::Tx;
 use crate::error::StoreError;
-use crate::flow::recall::{RecallLock, RecallTx};
+use crate::flow::recall::{NewRecall, RecallLock, RecallTx};
 
 impl RecallTx for Tx<'_> {
     /// The write lock is held already; this reads the row. This store keeps no message count.
@@ -31,39 +31,33 @@ impl RecallTx for Tx<'_> {
         }))
     }
 
-    async fn append_recall(
-        &mut self,
-        conv_id: &ConvId,
-        slot: Slot,
-        actor: &UserId,
-        target_seq: i64,
-    ) -> Result<DateTime<Utc>, StoreError> {
+    async fn append_recall(&mut self, recall: &NewRecall<'_>) -> Result<DateTime<Utc>, StoreError> {
         let at = now();
         let change = tick(self).await?;
         sqlx::query(
             "INSERT INTO events (conv_id, seq, kind, sender_user, target_seq, created_at)
              VALUES ($1, $2, 'recall', $3, $4, $5)",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
-        .bind(actor.as_str())
-        .bind(target_seq)
+        .bind(recall.conv_id.as_str())
+        .bind(recall.slot.seq)
+        .bind(recall.actor.as_str())
+        .bind(recall.target_seq)
         .bind(ts(at))
         .execute(&mut **self)
         .await?;
         sqlx::query(
             "UPDATE events SET body = NULL, recalled_at = $3 WHERE conv_id = $1 AND seq = $2",
         )
-        .bind(conv_id.as_str())
-        .bind(target_seq)
+        .bind(recall.conv_id.as_str())
+        .bind(recall.target_seq)
         .bind(ts(at))
         .execute(&mut **self)
         .await?;
         sqlx::query(
             "UPDATE conversations SET next_seq = $2 + 1, change_seq = $3 WHERE conv_id = $1",
         )
-        .bind(conv_id.as_str())
-        .bind(slot.seq)
+        .bind(recall.conv_id.as_str())
+        .bind(recall.slot.seq)
         .bind(change)
         .execute(&mut **self)
         .await?;

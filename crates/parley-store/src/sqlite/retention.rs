@@ -11,58 +11,60 @@ use super::rows::{parse_ts, tick, ts};
 use super::{SqliteStore, Tx};
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::flow::retention::{PurgeLock, PurgeTx};
+use crate::flow::retention::{Expiry, LogCut, PurgeLock, PurgeTx};
 
-/// Conversations with a retention and something stored, with the time of their oldest stored
-/// event (read by primary key); whether it is past retention is decided on the parsed times.
-pub(super) async fn due_for_purge(
-    store: &SqliteStore,
-    now: DateTime<Utc>,
-    limit: usize,
-) -> Result<Vec<String>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT c.conv_id, c.retention_ms, e.created_at FROM conversations c
-           JOIN events e ON e.conv_id = c.conv_id AND e.seq = c.min_seq
-          WHERE c.retention_ms IS NOT NULL AND c.min_seq < c.next_seq
-          ORDER BY c.conv_id",
-    )
-    .fetch_all(&store.reader)
-    .await?;
-    let mut due = Vec::new();
-    for r in &rows {
-        if is_due(
-            parse_ts(r.try_get("created_at")?)?,
-            r.try_get("retention_ms")?,
-            now,
-        ) {
-            due.push(r.try_get::<String, _>("conv_id")?);
+impl Expiry for SqliteStore {
+    /// Conversations with a retention and something stored, with the time of their oldest stored
+    /// event (read by primary key); whether it is past retention is decided on the parsed times.
+    async fn due_for_purge(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.conv_id, c.retention_ms, e.created_at FROM conversations c
+               JOIN events e ON e.conv_id = c.conv_id AND e.seq = c.min_seq
+              WHERE c.retention_ms IS NOT NULL AND c.min_seq < c.next_seq
+              ORDER BY c.conv_id",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        let mut due = Vec::new();
+        for r in &rows {
+            if is_due(
+                parse_ts(r.try_get("created_at")?)?,
+                r.try_get("retention_ms")?,
+                now,
+            ) {
+                due.push(r.try_get::<String, _>("conv_id")?);
+            }
+            if due.len() == limit {
+                break;
+            }
         }
-        if due.len() == limit {
-            break;
-        }
+        Ok(due)
     }
-    Ok(due)
-}
 
-/// One bounded write transaction, found through the purged_at index, which lets the sends
-/// queued behind it through before the next.
-pub(super) async fn expire_tombstone_batch(
-    store: &SqliteStore,
-    older_than: DateTime<Utc>,
-    len_max: u64,
-) -> Result<u64, StoreError> {
-    let mut tx = store.begin_write().await?;
-    let done = sqlx::query(
-        "DELETE FROM idem_tombstones WHERE rowid IN
-           (SELECT rowid FROM idem_tombstones WHERE purged_at < $1 LIMIT $2)",
-    )
-    .bind(ts(older_than))
-    .bind(len_max as i64)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    tx.commit().await?;
-    Ok(done)
+    /// One bounded write transaction, found through the purged_at index, which lets the sends
+    /// queued behind it through before the next.
+    async fn expire_tombstone_batch(
+        &self,
+        older_than: DateTime<Utc>,
+        len_max: u64,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let done = sqlx::query(
+            "DELETE FROM idem_tombstones WHERE rowid IN
+               (SELECT rowid FROM idem_tombstones WHERE purged_at < $1 LIMIT $2)",
+        )
+        .bind(ts(older_than))
+        .bind(len_max as i64)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(done)
+    }
 }
 
 impl PurgeTx for Tx<'_> {
@@ -82,12 +84,7 @@ impl PurgeTx for Tx<'_> {
     }
 
     /// Keep the request keys, delete, raise min_seq.
-    async fn cut(
-        &mut self,
-        conv_id: &str,
-        (min_seq, through_seq): (i64, i64),
-        now: DateTime<Utc>,
-    ) -> Result<(u64, u64), StoreError> {
+    async fn cut(&mut self, cut: &LogCut<'_>) -> Result<(u64, u64), StoreError> {
         let tombstones = sqlx::query(
             "INSERT INTO idem_tombstones
                     (conv_id, sender_user, client_msg_id, request_hash, seq, message_id, purged_at)
@@ -99,18 +96,18 @@ impl PurgeTx for Tx<'_> {
                 SET request_hash = excluded.request_hash, seq = excluded.seq,
                     message_id = excluded.message_id, purged_at = excluded.purged_at",
         )
-        .bind(conv_id)
-        .bind(min_seq)
-        .bind(through_seq)
-        .bind(ts(now))
+        .bind(cut.conv_id)
+        .bind(cut.min_seq)
+        .bind(cut.through_seq)
+        .bind(ts(cut.purged_at))
         .execute(&mut **self)
         .await?
         .rows_affected();
         let deleted =
             sqlx::query("DELETE FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3")
-                .bind(conv_id)
-                .bind(min_seq)
-                .bind(through_seq)
+                .bind(cut.conv_id)
+                .bind(cut.min_seq)
+                .bind(cut.through_seq)
                 .execute(&mut **self)
                 .await?
                 .rows_affected();
@@ -118,8 +115,8 @@ impl PurgeTx for Tx<'_> {
         sqlx::query(
             "UPDATE conversations SET min_seq = min($2 + 1, next_seq), change_seq = $3 WHERE conv_id = $1",
         )
-        .bind(conv_id)
-        .bind(through_seq)
+        .bind(cut.conv_id)
+        .bind(cut.through_seq)
         .bind(change)
         .execute(&mut **self)
         .await?;

@@ -4,15 +4,13 @@
 //! every check sees every send that committed before.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::{LogCounter, Slot};
+use parley_domain::decide::LogCounter;
 use parley_domain::ConvId;
-use uuid::Uuid;
 
 use super::rows::{now, tick, ts, uuid_text};
 use super::Tx;
 use crate::error::StoreError;
-use crate::flow::send::SendTx;
-use crate::types::SendRequest;
+use crate::flow::send::{NewMessage, SendTx};
 
 impl SendTx for Tx<'_> {
     /// The write lock is held already; this reads the counter. This store keeps no message
@@ -26,14 +24,9 @@ impl SendTx for Tx<'_> {
         Ok(seq.map(|next_seq| LogCounter::new(next_seq, 0)))
     }
 
-    async fn insert_message(
-        &mut self,
-        req: &SendRequest,
-        slot: Slot,
-        message_id: Uuid,
-    ) -> Result<DateTime<Utc>, StoreError> {
-        let conv = req.conv_id.as_str();
-        let sender = req.sender_user.as_str();
+    async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
+        let conv = msg.req.conv_id.as_str();
+        let sender = msg.req.sender_user.as_str();
         let created_at = now();
         let at = ts(created_at);
         let change = tick(self).await?;
@@ -43,13 +36,13 @@ impl SendTx for Tx<'_> {
              VALUES ($1, $2, 'msg', $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(conv)
-        .bind(slot.seq)
-        .bind(uuid_text(message_id))
+        .bind(msg.slot.seq)
+        .bind(uuid_text(msg.message_id))
         .bind(sender)
-        .bind(req.sender_device.as_str())
-        .bind(req.client_msg_id.as_str())
-        .bind(req.request_hash.as_str())
-        .bind(req.body.as_str())
+        .bind(msg.req.sender_device.as_str())
+        .bind(msg.req.client_msg_id.as_str())
+        .bind(msg.req.request_hash.as_str())
+        .bind(msg.req.body.as_str())
         .bind(&at)
         .execute(&mut **self)
         .await?;
@@ -57,7 +50,7 @@ impl SendTx for Tx<'_> {
             "UPDATE conversations SET next_seq = $2 + 1, change_seq = $3 WHERE conv_id = $1",
         )
         .bind(conv)
-        .bind(slot.seq)
+        .bind(msg.slot.seq)
         .bind(change)
         .execute(&mut **self)
         .await?;
@@ -70,7 +63,7 @@ impl SendTx for Tx<'_> {
         )
         .bind(conv)
         .bind(sender)
-        .bind(slot.seq)
+        .bind(msg.slot.seq)
         .bind(&at)
         .bind(change)
         .execute(&mut **self)
