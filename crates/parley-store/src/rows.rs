@@ -2,6 +2,7 @@
 //! enumerations every store keeps as text.
 
 use parley_domain::decide::send::KeyCheckRow;
+use parley_domain::decide::LogCounter;
 use parley_domain::{
     ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, Role, UserId,
 };
@@ -43,6 +44,11 @@ pub(crate) fn key_check(row: &impl SqlRow) -> Result<KeyCheckRow, StoreError> {
         row.opt_uuid("message_id")?,
         row.opt_string("request_hash")?,
     )
+}
+
+/// `next_seq`, `msg_count` of a locked conversation.
+pub(crate) fn counter(row: &impl SqlRow) -> Result<LogCounter, StoreError> {
+    Ok(LogCounter::new(row.int("next_seq")?, row.int("msg_count")?))
 }
 
 /// `from_seq`, `to_seq`.

@@ -10,7 +10,8 @@ use parley_domain::{ConvId, ConvKind, DeliveryMode, Rejection, Role, UserId};
 
 use super::{StoreFuture, WriteTx};
 use crate::error::StoreError;
-use crate::sql;
+use crate::query::{Arg, SqlRow};
+use crate::{rows, sql};
 
 /// A join or a leave to append: `actor` adds or removes `target` (themselves when they leave).
 pub(crate) struct MemberChange<'a> {
@@ -31,8 +32,27 @@ pub(crate) struct Locked {
 }
 
 pub(crate) trait MembershipTx: WriteTx {
+    /// Locks conversation `$1` for this transaction and reads `kind`, `next_seq`,
+    /// `msg_count`, `member_count`, `delivery_mode` and `pull_threshold` (integers as 64 bits).
+    const LOCK_FOR_CHANGE_SQL: &'static str;
+
     /// Locks the conversation and reads it; `None` when it does not exist.
-    fn lock_for_change(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<Locked>>;
+    fn lock_for_change(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<Locked>> {
+        async move {
+            let args = [Arg::Text(conv_id.as_str())];
+            let found = self
+                .fetch_optional(Self::LOCK_FOR_CHANGE_SQL, &args)
+                .await?;
+            let Some(row) = found else { return Ok(None) };
+            Ok(Some(Locked {
+                kind: rows::conv_kind(row.str("kind")?)?,
+                counter: rows::counter(&row)?,
+                member_count: rows::count(row.int("member_count")?)?,
+                delivery_mode: rows::delivery_mode(row.str("delivery_mode")?)?,
+                pull_threshold: rows::threshold(row.opt_int("pull_threshold")?),
+            }))
+        }
+    }
     /// The actor's and the target's open periods and whether the target is a user, read after
     /// the lock.
     fn parties(

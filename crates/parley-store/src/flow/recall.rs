@@ -12,8 +12,9 @@ use parley_domain::{ConvId, Event, Rejection, UserId};
 use super::{ReadTx, StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::sql;
+use crate::query::{Arg, SqlRow};
 use crate::types::RecallOutcome;
+use crate::{rows, sql};
 
 /// A recall to append: `actor` recalls their message at `target_seq`.
 pub(crate) struct NewRecall<'a> {
@@ -30,8 +31,24 @@ pub(crate) struct RecallLock {
 }
 
 pub(crate) trait RecallTx: WriteTx {
+    /// Locks conversation `$1` for this transaction and reads `next_seq`, `msg_count` and
+    /// `recall_window_ms`.
+    const LOCK_FOR_RECALL_SQL: &'static str;
+
     /// Locks the conversation and reads it; `None` when it does not exist.
-    fn lock_for_recall(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<RecallLock>>;
+    fn lock_for_recall(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<RecallLock>> {
+        async move {
+            let args = [Arg::Text(conv_id.as_str())];
+            let found = self
+                .fetch_optional(Self::LOCK_FOR_RECALL_SQL, &args)
+                .await?;
+            let Some(row) = found else { return Ok(None) };
+            Ok(Some(RecallLock {
+                counter: rows::counter(&row)?,
+                recall_window_ms: row.int("recall_window_ms")?,
+            }))
+        }
+    }
     /// The event at `seq`, if stored.
     fn recall_target(
         &mut self,

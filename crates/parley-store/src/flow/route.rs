@@ -12,10 +12,10 @@ use crate::types::Route;
 
 /// The gateways' own statements, each on its own.
 pub(crate) trait Gateways {
-    /// Registers a gateway or renews its lease until now + `lease_ms`.
-    fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> impl StoreFuture<()>;
     /// Deletes the device's route where it still names `conn_id` (P9); true when deleted.
     fn delete_route(&self, device: (&UserId, &DeviceId), conn_id: &str) -> impl StoreFuture<bool>;
+    /// Registers a gateway or renews its lease until now + `lease_ms`.
+    fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> impl StoreFuture<()>;
 }
 
 pub(crate) trait RouteTx: WriteTx {

@@ -15,14 +15,23 @@ use uuid::Uuid;
 
 use super::{StoreFuture, WriteTx};
 use crate::error::StoreError;
-use crate::sql;
+use crate::query::Arg;
 use crate::types::{SendOutcome, SendRequest};
+use crate::{rows, sql};
 
 /// The primitives of the send transaction.
 pub(crate) trait SendTx: WriteTx {
-    /// Locks the conversation for this transaction and reads its counters; `None` when it does
-    /// not exist.
-    fn lock_for_send(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogCounter>>;
+    /// Locks conversation `$1` for this transaction and reads its `next_seq` and `msg_count`.
+    const LOCK_FOR_SEND_SQL: &'static str;
+
+    /// Locks the conversation and reads its counters; `None` when it does not exist.
+    fn lock_for_send(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogCounter>> {
+        async move {
+            let args = [Arg::Text(conv_id.as_str())];
+            let locked = self.fetch_optional(Self::LOCK_FOR_SEND_SQL, &args).await?;
+            locked.as_ref().map(rows::counter).transpose()
+        }
+    }
     /// The request's key in the log and in the tombstones, and the sender's open period, read
     /// after the lock.
     fn key_check(&mut self, req: &SendRequest) -> impl StoreFuture<KeyCheck> {

@@ -3,14 +3,12 @@
 //! together), after the row lock `FOR NO KEY UPDATE`.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::LogCounter;
 use parley_domain::ConvId;
-use sqlx::Row;
 
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::create::{CreateTx, NewRow};
-use crate::flow::membership::{Locked, MemberChange, MembershipTx};
+use crate::flow::membership::{MemberChange, MembershipTx};
 use crate::rows;
 
 impl CreateTx for PgTx<'_> {
@@ -70,26 +68,10 @@ impl CreateTx for PgTx<'_> {
 }
 
 impl MembershipTx for PgTx<'_> {
-    async fn lock_for_change(&mut self, conv_id: &ConvId) -> Result<Option<Locked>, StoreError> {
-        let row = sqlx::query(
-            "SELECT kind, next_seq, member_count, msg_count, delivery_mode, pull_threshold
-             FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE",
-        )
-        .bind(conv_id.as_str())
-        .fetch_optional(&mut **self)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(Locked {
-            kind: rows::conv_kind(row.try_get("kind")?)?,
-            counter: LogCounter::new(row.try_get("next_seq")?, row.try_get("msg_count")?),
-            member_count: rows::count(row.try_get::<i32, _>("member_count")?.into())?,
-            delivery_mode: rows::delivery_mode(row.try_get("delivery_mode")?)?,
-            pull_threshold: rows::threshold(
-                row.try_get::<Option<i32>, _>("pull_threshold")?
-                    .map(i64::from),
-            ),
-        }))
-    }
+    const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT kind, next_seq, msg_count,
+           member_count::bigint AS member_count, delivery_mode,
+           pull_threshold::bigint AS pull_threshold
+      FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE";
 
     async fn append_join(
         &mut self,

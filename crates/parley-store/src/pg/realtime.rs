@@ -1,13 +1,23 @@
 //! Gateway leases and device routes (chapter 05) on PostgreSQL.
 
+use parley_domain::{DeviceId, UserId};
+
 use super::{PgStore, PgTx};
 use crate::error::StoreError;
 use crate::flow::route::{Gateways, RouteTx};
 use crate::sql;
 use crate::types::Route;
-use parley_domain::{DeviceId, UserId};
 
 impl Gateways for PgStore {
+    /// One statement on the pool.
+    async fn delete_route(
+        &self,
+        device: (&UserId, &DeviceId),
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        sql::release_route(&mut *self.pool.acquire().await?, device, conn_id).await
+    }
+
     async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO gateways (gateway_id, lease_until) VALUES ($1, now() + make_interval(secs => $2 / 1000.0))
@@ -18,15 +28,6 @@ impl Gateways for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-
-    /// One statement on the pool.
-    async fn delete_route(
-        &self,
-        device: (&UserId, &DeviceId),
-        conn_id: &str,
-    ) -> Result<bool, StoreError> {
-        sql::release_route(&mut *self.pool.acquire().await?, device, conn_id).await
     }
 }
 

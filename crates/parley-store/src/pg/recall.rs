@@ -2,34 +2,15 @@
 //! body and the counter in one statement after the row lock.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::LogCounter;
-use parley_domain::ConvId;
-use sqlx::Row;
 
 use super::PgTx;
 use crate::error::StoreError;
-use crate::flow::recall::{NewRecall, RecallLock, RecallTx};
+use crate::flow::recall::{NewRecall, RecallTx};
 
 impl RecallTx for PgTx<'_> {
-    async fn lock_for_recall(
-        &mut self,
-        conv_id: &ConvId,
-    ) -> Result<Option<RecallLock>, StoreError> {
-        let locked = sqlx::query(
-            "SELECT next_seq, msg_count, recall_window_ms FROM conversations
-              WHERE conv_id = $1 FOR NO KEY UPDATE",
-        )
-        .bind(conv_id.as_str())
-        .fetch_optional(&mut **self)
-        .await?;
-        let Some(locked) = locked else {
-            return Ok(None);
-        };
-        Ok(Some(RecallLock {
-            counter: LogCounter::new(locked.try_get("next_seq")?, locked.try_get("msg_count")?),
-            recall_window_ms: locked.try_get("recall_window_ms")?,
-        }))
-    }
+    const LOCK_FOR_RECALL_SQL: &'static str =
+        "SELECT next_seq, msg_count, recall_window_ms FROM conversations
+          WHERE conv_id = $1 FOR NO KEY UPDATE";
 
     /// One statement; the conversation counts as changed for the sync feed.
     async fn append_recall(&mut self, recall: &NewRecall<'_>) -> Result<DateTime<Utc>, StoreError> {

@@ -3,8 +3,6 @@
 //! statements are exported for the benchmark's baseline, which runs them without the server.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::LogCounter;
-use parley_domain::ConvId;
 use sqlx::{PgPool, Row};
 
 use super::PgTx;
@@ -44,19 +42,7 @@ pub(super) async fn send_one(pool: &PgPool, req: &SendRequest) -> Result<SendOut
 }
 
 impl SendTx for PgTx<'_> {
-    async fn lock_for_send(&mut self, conv_id: &ConvId) -> Result<Option<LogCounter>, StoreError> {
-        let locked = sqlx::query(SEND_LOCK_SQL)
-            .bind(conv_id.as_str())
-            .fetch_optional(&mut **self)
-            .await?;
-        let Some(locked) = locked else {
-            return Ok(None);
-        };
-        Ok(Some(LogCounter::new(
-            locked.try_get("next_seq")?,
-            locked.try_get("msg_count")?,
-        )))
-    }
+    const LOCK_FOR_SEND_SQL: &'static str = SEND_LOCK_SQL;
 
     async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
         let inserted = sqlx::query(SEND_INSERT_SQL)

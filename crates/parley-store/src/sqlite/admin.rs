@@ -1,12 +1,9 @@
 //! The writes of users and devices on SQLite, each in its own write transaction.
-//! Like the single statements of the PostgreSQL store, a failed commit here is `Unavailable`:
-//! none of these is a send whose retry needs the outcome-unknown answer.
 
 use parley_domain::{DeviceId, UserId};
 
 use super::rows::{now, ts};
 use super::SqliteStore;
-use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::admin::Accounts;
 
@@ -16,18 +13,18 @@ impl Accounts for SqliteStore {
         user_id: &UserId,
         display_name: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO users (user_id, display_name, created_at) VALUES ($1, $2, $3)
+        let inserted = self
+            .write_one(
+                sqlx::query(
+                    "INSERT INTO users (user_id, display_name, created_at) VALUES ($1, $2, $3)
              ON CONFLICT (user_id) DO NOTHING",
-        )
-        .bind(user_id.as_str())
-        .bind(display_name)
-        .bind(ts(now()))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(inserted.rows_affected() == 1)
+                )
+                .bind(user_id.as_str())
+                .bind(display_name)
+                .bind(ts(now())),
+            )
+            .await?;
+        Ok(inserted == 1)
     }
 
     /// The device row is created or its token replaced (which revokes the old token, since only
@@ -37,8 +34,7 @@ impl Accounts for SqliteStore {
         (user_id, device_id): (&UserId, &DeviceId),
         token_hash: &str,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
+        let done = self.write_one(sqlx::query(
             "INSERT INTO devices (user_id, device_id, token_hash, created_at)
              SELECT user_id, $2, $3, $4 FROM users WHERE user_id = $1 AND true
              ON CONFLICT (user_id, device_id)
@@ -48,26 +44,23 @@ impl Accounts for SqliteStore {
         .bind(device_id.as_str())
         .bind(token_hash)
         .bind(ts(now()))
-        .execute(&mut *tx)
+        )
         .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected() > 0)
+        Ok(done > 0)
     }
 
     async fn revoke_device_token(
         &self,
         (user_id, device_id): (&UserId, &DeviceId),
     ) -> Result<bool, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
+        let done = self.write_one(sqlx::query(
             "UPDATE devices SET revoked_at = COALESCE(revoked_at, $3) WHERE user_id = $1 AND device_id = $2",
         )
         .bind(user_id.as_str())
         .bind(device_id.as_str())
         .bind(ts(now()))
-        .execute(&mut *tx)
+        )
         .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected() > 0)
+        Ok(done > 0)
     }
 }

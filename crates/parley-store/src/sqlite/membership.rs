@@ -3,15 +3,13 @@
 //! the conversation row is its lock; each write takes the change clock's next value.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::LogCounter;
 use parley_domain::ConvId;
-use sqlx::Row;
 
 use super::rows::{json_list, now, tick, ts};
 use super::Tx;
 use crate::error::StoreError;
 use crate::flow::create::{CreateTx, NewRow};
-use crate::flow::membership::{Locked, MemberChange, MembershipTx};
+use crate::flow::membership::{MemberChange, MembershipTx};
 use crate::rows;
 
 impl CreateTx for Tx<'_> {
@@ -80,23 +78,9 @@ impl CreateTx for Tx<'_> {
 
 impl MembershipTx for Tx<'_> {
     /// The write lock is held already; this reads the row. This store keeps no message count.
-    async fn lock_for_change(&mut self, conv_id: &ConvId) -> Result<Option<Locked>, StoreError> {
-        let row = sqlx::query(
-            "SELECT kind, next_seq, member_count, delivery_mode, pull_threshold
-             FROM conversations WHERE conv_id = $1",
-        )
-        .bind(conv_id.as_str())
-        .fetch_optional(&mut **self)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(Locked {
-            kind: rows::conv_kind(row.try_get("kind")?)?,
-            counter: LogCounter::new(row.try_get("next_seq")?, 0),
-            member_count: rows::count(row.try_get("member_count")?)?,
-            delivery_mode: rows::delivery_mode(row.try_get("delivery_mode")?)?,
-            pull_threshold: rows::threshold(row.try_get("pull_threshold")?),
-        }))
-    }
+    const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT kind, next_seq, 0 AS msg_count, member_count,
+           delivery_mode, pull_threshold
+      FROM conversations WHERE conv_id = $1";
 
     async fn append_join(
         &mut self,

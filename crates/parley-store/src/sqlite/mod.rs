@@ -33,7 +33,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::query::Query;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::backend::Backend;
@@ -112,6 +115,19 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs one statement in a write transaction of its own and answers the rows it changed. A
+    /// failed commit here is `Unavailable`, as for the single statements of the PostgreSQL
+    /// store: none of these is a send whose retry needs the outcome-unknown answer.
+    async fn write_one<'q>(
+        &self,
+        statement: Query<'q, Sqlite, SqliteArguments<'q>>,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let changed = statement.execute(&mut *tx).await?.rows_affected();
+        tx.commit().await?;
+        Ok(changed)
     }
 
     /// Closes both pools; later calls fail as unavailable. Tests use it to let go of the file.

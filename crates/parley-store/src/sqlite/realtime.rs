@@ -12,23 +12,6 @@ use crate::sql;
 use crate::types::Route;
 
 impl Gateways for SqliteStore {
-    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
-        let at = now();
-        let until = at + Duration::milliseconds(lease_ms);
-        let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "INSERT INTO gateways (gateway_id, started_at, lease_until) VALUES ($1, $2, $3)
-             ON CONFLICT (gateway_id) DO UPDATE SET lease_until = excluded.lease_until",
-        )
-        .bind(gateway_id)
-        .bind(ts(at))
-        .bind(ts(until))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// In its own write transaction.
     async fn delete_route(
         &self,
@@ -39,6 +22,22 @@ impl Gateways for SqliteStore {
         let deleted = sql::release_route(&mut tx, device, conn_id).await?;
         tx.commit().await?;
         Ok(deleted)
+    }
+
+    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        let at = now();
+        let until = at + Duration::milliseconds(lease_ms);
+        self.write_one(
+            sqlx::query(
+                "INSERT INTO gateways (gateway_id, started_at, lease_until) VALUES ($1, $2, $3)
+             ON CONFLICT (gateway_id) DO UPDATE SET lease_until = excluded.lease_until",
+            )
+            .bind(gateway_id)
+            .bind(ts(at))
+            .bind(ts(until)),
+        )
+        .await?;
+        Ok(())
     }
 }
 

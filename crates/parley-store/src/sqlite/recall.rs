@@ -2,34 +2,16 @@
 //! the database's write lock.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::LogCounter;
-use parley_domain::ConvId;
-use sqlx::Row;
 
 use super::rows::{now, tick, ts};
 use super::Tx;
 use crate::error::StoreError;
-use crate::flow::recall::{NewRecall, RecallLock, RecallTx};
+use crate::flow::recall::{NewRecall, RecallTx};
 
 impl RecallTx for Tx<'_> {
     /// The write lock is held already; this reads the row. This store keeps no message count.
-    async fn lock_for_recall(
-        &mut self,
-        conv_id: &ConvId,
-    ) -> Result<Option<RecallLock>, StoreError> {
-        let locked =
-            sqlx::query("SELECT next_seq, recall_window_ms FROM conversations WHERE conv_id = $1")
-                .bind(conv_id.as_str())
-                .fetch_optional(&mut **self)
-                .await?;
-        let Some(locked) = locked else {
-            return Ok(None);
-        };
-        Ok(Some(RecallLock {
-            counter: LogCounter::new(locked.try_get("next_seq")?, 0),
-            recall_window_ms: locked.try_get("recall_window_ms")?,
-        }))
-    }
+    const LOCK_FOR_RECALL_SQL: &'static str =
+        "SELECT next_seq, 0 AS msg_count, recall_window_ms FROM conversations WHERE conv_id = $1";
 
     async fn append_recall(&mut self, recall: &NewRecall<'_>) -> Result<DateTime<Utc>, StoreError> {
         let at = now();

@@ -9,7 +9,6 @@ use sqlx::Row;
 
 use super::rows::{parse_ts, tick, ts};
 use super::{SqliteStore, Tx};
-use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::retention::{Expiry, LogCut, PurgeLock, PurgeTx};
 
@@ -52,18 +51,15 @@ impl Expiry for SqliteStore {
         older_than: DateTime<Utc>,
         len_max: u64,
     ) -> Result<u64, StoreError> {
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
-            "DELETE FROM idem_tombstones WHERE rowid IN
+        self.write_one(
+            sqlx::query(
+                "DELETE FROM idem_tombstones WHERE rowid IN
                (SELECT rowid FROM idem_tombstones WHERE purged_at < $1 LIMIT $2)",
+            )
+            .bind(ts(older_than))
+            .bind(len_max as i64),
         )
-        .bind(ts(older_than))
-        .bind(len_max as i64)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        tx.commit().await?;
-        Ok(done)
+        .await
     }
 }
 

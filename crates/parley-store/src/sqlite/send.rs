@@ -4,8 +4,6 @@
 //! every check sees every send that committed before.
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::LogCounter;
-use parley_domain::ConvId;
 
 use super::rows::{now, tick, ts, uuid_text};
 use super::Tx;
@@ -14,15 +12,9 @@ use crate::flow::send::{NewMessage, SendTx};
 
 impl SendTx for Tx<'_> {
     /// The write lock is held already; this reads the counter. This store keeps no message
-    /// count (its unread counts are range counts), so the count is 0.
-    async fn lock_for_send(&mut self, conv_id: &ConvId) -> Result<Option<LogCounter>, StoreError> {
-        let seq: Option<i64> =
-            sqlx::query_scalar("SELECT next_seq FROM conversations WHERE conv_id = $1")
-                .bind(conv_id.as_str())
-                .fetch_optional(&mut **self)
-                .await?;
-        Ok(seq.map(|next_seq| LogCounter::new(next_seq, 0)))
-    }
+    /// count (its unread counts are range counts).
+    const LOCK_FOR_SEND_SQL: &'static str =
+        "SELECT next_seq, 0 AS msg_count FROM conversations WHERE conv_id = $1";
 
     async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
         let conv = msg.req.conv_id.as_str();
