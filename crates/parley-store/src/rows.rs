@@ -1,14 +1,14 @@
 //! Rows as every store decodes them, through the query interface (`query.rs`), and the
 //! enumerations every store keeps as text.
 
-use parley_domain::decide::send::KeyCheckRow;
+use parley_domain::decide::send::{KeyCheckRow, StoredRequest};
 use parley_domain::decide::LogCounter;
 use parley_domain::{
-    ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, Role, UserId,
+    ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, RequestHash,
+    Role, UserId,
 };
 
 use crate::error::StoreError;
-use crate::flow::send::key_check_row;
 use crate::query::SqlRow;
 use crate::types::DeviceIdentity;
 use crate::views::ConvRow;
@@ -36,14 +36,24 @@ pub(crate) fn event(conv_id: &ConvId, row: &impl SqlRow) -> Result<Event, StoreE
     })
 }
 
-/// A row of a send's key check: `src`, `seq`, `message_id`, `request_hash`.
+/// A row of a send's key check: where the key was found (`src`: `event`, `tombstone` or
+/// `member`) and, for a stored key, its `seq`, `message_id` and `request_hash`.
 pub(crate) fn key_check(row: &impl SqlRow) -> Result<KeyCheckRow, StoreError> {
-    key_check_row(
-        row.str("src")?,
-        row.opt_int("seq")?,
-        row.opt_uuid("message_id")?,
-        row.opt_string("request_hash")?,
-    )
+    let stored = || -> Result<StoredRequest, StoreError> {
+        Ok(StoredRequest {
+            seq: row.int("seq")?,
+            message_id: row
+                .opt_uuid("message_id")?
+                .ok_or_else(|| StoreError::Unavailable("stored message without id".into()))?,
+            request_hash: RequestHash::from_stored(row.string("request_hash")?),
+        })
+    };
+    match row.str("src")? {
+        "event" => Ok(KeyCheckRow::Log(stored()?)),
+        "tombstone" => Ok(KeyCheckRow::Tombstone(stored()?)),
+        "member" => Ok(KeyCheckRow::OpenPeriod),
+        src => Err(StoreError::Unavailable(format!("key check row from {src}"))),
+    }
 }
 
 /// `next_seq`, `msg_count` of a locked conversation.

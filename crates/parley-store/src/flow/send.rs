@@ -8,9 +8,9 @@
 //! the locked row after waiting and miss the other's new event.)
 
 use chrono::{DateTime, Utc};
-use parley_domain::decide::send::{decide, KeyCheck, KeyCheckRow, SendDecision, StoredRequest};
+use parley_domain::decide::send::{decide, KeyCheck, SendDecision};
 use parley_domain::decide::{LogCounter, Slot};
-use parley_domain::{ConvId, Rejection, RequestHash};
+use parley_domain::{ConvId, Rejection};
 use uuid::Uuid;
 
 use super::{StoreFuture, WriteTx};
@@ -85,31 +85,4 @@ pub(crate) async fn send_in<T: SendTx>(
     // 6. Commit; only now may the caller ack and announce.
     tx.commit_or_unknown().await?;
     Ok(req.committed(slot.seq, message_id, created_at))
-}
-
-/// One row of a key check as a backend decoded it: where it was found (`event`, `tombstone`
-/// or `member`) and, for a stored key, its seq, message id and fingerprint.
-pub(crate) fn key_check_row(
-    src: &str,
-    seq: Option<i64>,
-    message_id: Option<Uuid>,
-    request_hash: Option<String>,
-) -> Result<KeyCheckRow, StoreError> {
-    let stored = move || -> Result<StoredRequest, StoreError> {
-        let missing =
-            |what: &str| StoreError::Unavailable(format!("stored request without {what}"));
-        Ok(StoredRequest {
-            seq: seq.ok_or_else(|| missing("seq"))?,
-            message_id: message_id.ok_or_else(|| missing("id"))?,
-            request_hash: RequestHash::from_stored(
-                request_hash.ok_or_else(|| missing("fingerprint"))?,
-            ),
-        })
-    };
-    match src {
-        "event" => Ok(KeyCheckRow::Log(stored()?)),
-        "tombstone" => Ok(KeyCheckRow::Tombstone(stored()?)),
-        "member" => Ok(KeyCheckRow::OpenPeriod),
-        _ => Err(StoreError::Unavailable(format!("key check row from {src}"))),
-    }
 }

@@ -8,8 +8,11 @@ use sqlx::{PgPool, Row};
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::send::{send_in, NewMessage, SendTx};
-pub use crate::sql::SEND_KEY_CHECK_SQL;
 use crate::types::{SendOutcome, SendRequest};
+
+/// Steps 2–4, the key check, read the same on SQLite, so its text is in `sql.rs`; exported
+/// here beside the other steps.
+pub use crate::sql::SEND_KEY_CHECK_SQL;
 
 /// Step 1: the conversation's row lock, its counter and its message count. `$1` conv_id.
 pub const SEND_LOCK_SQL: &str =
