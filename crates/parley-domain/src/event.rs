@@ -82,18 +82,8 @@ impl Event {
             "a membership event of kind {kind:?}"
         );
         Self {
-            conv_id: conv_id.clone(),
-            seq,
-            kind,
-            created_at,
-            message_id: None,
-            sender_user: Some(actor.clone()),
-            sender_device: None,
-            client_msg_id: None,
-            body: None,
-            recalled: false,
             subject_user: Some(subject.clone()),
-            target_seq: None,
+            ..Self::by(conv_id, seq, kind, actor, created_at)
         }
     }
 
@@ -105,14 +95,25 @@ impl Event {
         target_seq: i64,
         created_at: DateTime<Utc>,
     ) -> Self {
-        assert!(
-            target_seq < seq,
-            "a recall at {seq} of a later seq {target_seq}"
-        );
+        assert!(target_seq < seq, "a recall at {seq} of a later seq {target_seq}");
+        Self {
+            target_seq: Some(target_seq),
+            ..Self::by(conv_id, seq, EventKind::Recall, actor, created_at)
+        }
+    }
+
+    /// An event of `kind` made by `actor`, every field of other kinds left out.
+    fn by(
+        conv_id: &ConvId,
+        seq: i64,
+        kind: EventKind,
+        actor: &UserId,
+        created_at: DateTime<Utc>,
+    ) -> Self {
         Self {
             conv_id: conv_id.clone(),
             seq,
-            kind: EventKind::Recall,
+            kind,
             created_at,
             message_id: None,
             sender_user: Some(actor.clone()),
@@ -121,7 +122,7 @@ impl Event {
             body: None,
             recalled: false,
             subject_user: None,
-            target_seq: Some(target_seq),
+            target_seq: None,
         }
     }
 }

@@ -57,6 +57,43 @@ pub(crate) trait Sql: Send {
     fn execute(&mut self, sql: &'static str, args: &[Arg<'_>]) -> impl StoreFuture<u64>;
 }
 
+/// Implements `Sql` for a connection type (`|c| c`) or for a transaction through its
+/// connection (`|t| &mut **t`), binding arguments with `bound`.
+macro_rules! sql_through {
+    ($ty:ty, $row:ty, $bound:path, |$this:ident| $conn:expr) => {
+        impl $crate::query::Sql for $ty {
+            type Row = $row;
+
+            async fn fetch_all(
+                &mut self,
+                sql: &'static str,
+                args: &[$crate::query::Arg<'_>],
+            ) -> Result<Vec<$row>, $crate::error::StoreError> {
+                let $this = self;
+                Ok($bound(sql, args)?.fetch_all($conn).await?)
+            }
+
+            async fn fetch_optional(
+                &mut self,
+                sql: &'static str,
+                args: &[$crate::query::Arg<'_>],
+            ) -> Result<Option<$row>, $crate::error::StoreError> {
+                let $this = self;
+                Ok($bound(sql, args)?.fetch_optional($conn).await?)
+            }
+
+            async fn execute(
+                &mut self,
+                sql: &'static str,
+                args: &[$crate::query::Arg<'_>],
+            ) -> Result<u64, $crate::error::StoreError> {
+                let $this = self;
+                Ok($bound(sql, args)?.execute($conn).await?.rows_affected())
+            }
+        }
+    };
+}
+
 /// Implements the query interface for one backend, for its connection, for its transaction
 /// (through the connection) and for its row, and the two ends of its transactions. A backend
 /// names its types and the three things it does its own way: how it binds the arguments
@@ -71,61 +108,8 @@ macro_rules! sqlx_backend {
         time: $time:path,
         opt_uuid: $opt_uuid:path $(,)?
     ) => {
-        impl $crate::query::Sql for $conn {
-            type Row = $row;
-
-            async fn fetch_all(
-                &mut self,
-                sql: &'static str,
-                args: &[$crate::query::Arg<'_>],
-            ) -> Result<Vec<$row>, $crate::error::StoreError> {
-                Ok($bound(sql, args)?.fetch_all(self).await?)
-            }
-
-            async fn fetch_optional(
-                &mut self,
-                sql: &'static str,
-                args: &[$crate::query::Arg<'_>],
-            ) -> Result<Option<$row>, $crate::error::StoreError> {
-                Ok($bound(sql, args)?.fetch_optional(self).await?)
-            }
-
-            async fn execute(
-                &mut self,
-                sql: &'static str,
-                args: &[$crate::query::Arg<'_>],
-            ) -> Result<u64, $crate::error::StoreError> {
-                Ok($bound(sql, args)?.execute(self).await?.rows_affected())
-            }
-        }
-
-        impl $crate::query::Sql for $tx {
-            type Row = $row;
-
-            async fn fetch_all(
-                &mut self,
-                sql: &'static str,
-                args: &[$crate::query::Arg<'_>],
-            ) -> Result<Vec<$row>, $crate::error::StoreError> {
-                $crate::query::Sql::fetch_all(&mut **self, sql, args).await
-            }
-
-            async fn fetch_optional(
-                &mut self,
-                sql: &'static str,
-                args: &[$crate::query::Arg<'_>],
-            ) -> Result<Option<$row>, $crate::error::StoreError> {
-                $crate::query::Sql::fetch_optional(&mut **self, sql, args).await
-            }
-
-            async fn execute(
-                &mut self,
-                sql: &'static str,
-                args: &[$crate::query::Arg<'_>],
-            ) -> Result<u64, $crate::error::StoreError> {
-                $crate::query::Sql::execute(&mut **self, sql, args).await
-            }
-        }
+        $crate::query::sql_through!($conn, $row, $bound, |c| c);
+        $crate::query::sql_through!($tx, $row, $bound, |t| &mut **t);
 
         impl $crate::flow::ReadTx for $tx {
             async fn finish(self) -> Result<(), $crate::error::StoreError> {
@@ -186,4 +170,4 @@ macro_rules! sqlx_backend {
     };
 }
 
-pub(crate) use sqlx_backend;
+pub(crate) use {sql_through, sqlx_backend};

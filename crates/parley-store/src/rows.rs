@@ -9,6 +9,8 @@ use parley_domain::{
 };
 
 use crate::error::StoreError;
+use crate::flow::membership::Locked;
+use crate::flow::recall::RecallLock;
 use crate::query::SqlRow;
 use crate::types::DeviceIdentity;
 use crate::views::ConvRow;
@@ -59,6 +61,25 @@ pub(crate) fn key_check(row: &impl SqlRow) -> Result<KeyCheckRow, StoreError> {
 /// `next_seq`, `msg_count` of a locked conversation.
 pub(crate) fn counter(row: &impl SqlRow) -> Result<LogCounter, StoreError> {
     Ok(LogCounter::new(row.int("next_seq")?, row.int("msg_count")?))
+}
+
+/// A conversation as a membership change locked it.
+pub(crate) fn locked(row: &impl SqlRow) -> Result<Locked, StoreError> {
+    Ok(Locked {
+        kind: conv_kind(row.str("kind")?)?,
+        counter: counter(row)?,
+        member_count: count(row.int("member_count")?)?,
+        delivery_mode: delivery_mode(row.str("delivery_mode")?)?,
+        pull_threshold: threshold(row.opt_int("pull_threshold")?),
+    })
+}
+
+/// A conversation as a recall locked it.
+pub(crate) fn recall_lock(row: &impl SqlRow) -> Result<RecallLock, StoreError> {
+    Ok(RecallLock {
+        counter: counter(row)?,
+        recall_window_ms: row.int("recall_window_ms")?,
+    })
 }
 
 /// `from_seq`, `to_seq`.

@@ -79,6 +79,18 @@ pub(crate) async fn range(
     rows::all(&found, |r| rows::event(conv_id, r))
 }
 
+/// The row `sql` reads of conversation `$1`, decoded; `None` when there is no such
+/// conversation (or, for a statement that skips locked rows, when another holds its lock).
+pub(crate) async fn conversation_row<T: Sql, R>(
+    tx: &mut T,
+    sql: &'static str,
+    conv_id: &str,
+    decode: impl FnOnce(&T::Row) -> Result<R, StoreError> + Send,
+) -> Result<Option<R>, StoreError> {
+    let found = tx.fetch_optional(sql, &[Arg::Text(conv_id)]).await?;
+    found.as_ref().map(decode).transpose()
+}
+
 const PERIODS_SQL: &str = "SELECT from_seq, to_seq FROM membership_periods
    WHERE conv_id = $1 AND user_id = $2 ORDER BY from_seq";
 
@@ -100,18 +112,14 @@ pub(crate) async fn log_bounds(
     tx: &mut impl Sql,
     conv_id: &ConvId,
 ) -> Result<Option<LogBounds>, StoreError> {
-    let found = tx
-        .fetch_optional(LOG_BOUNDS_SQL, &[Arg::Text(conv_id.as_str())])
-        .await?;
-    found
-        .map(|r| {
-            Ok(LogBounds {
-                next_seq: r.int("next_seq")?,
-                min_seq: r.int("min_seq")?,
-                epoch: r.int("epoch")?,
-            })
+    conversation_row(tx, LOG_BOUNDS_SQL, conv_id.as_str(), |r| {
+        Ok(LogBounds {
+            next_seq: r.int("next_seq")?,
+            min_seq: r.int("min_seq")?,
+            epoch: r.int("epoch")?,
         })
-        .transpose()
+    })
+    .await
 }
 
 /// The threshold is a 32-bit integer in PostgreSQL; the cast reads it alike on both.
@@ -122,18 +130,14 @@ pub(crate) async fn member_row(
     tx: &mut impl Sql,
     conv_id: &ConvId,
 ) -> Result<Option<MemberRow>, StoreError> {
-    let found = tx
-        .fetch_optional(MEMBER_ROW_SQL, &[Arg::Text(conv_id.as_str())])
-        .await?;
-    found
-        .map(|r| {
-            Ok(MemberRow {
-                next_seq: r.int("next_seq")?,
-                delivery_mode: rows::delivery_mode(r.str("delivery_mode")?)?,
-                pull_threshold: rows::threshold(r.opt_int("pull_threshold")?),
-            })
+    conversation_row(tx, MEMBER_ROW_SQL, conv_id.as_str(), |r| {
+        Ok(MemberRow {
+            next_seq: r.int("next_seq")?,
+            delivery_mode: rows::delivery_mode(r.str("delivery_mode")?)?,
+            pull_threshold: rows::threshold(r.opt_int("pull_threshold")?),
         })
-        .transpose()
+    })
+    .await
 }
 
 const OPEN_PERIODS_SQL: &str =

@@ -4,7 +4,7 @@
 use parley_domain::decide::membership::{check_add, mode_after_join};
 use parley_domain::{ConvId, Event, EventKind, UserId};
 
-use super::membership::{lock_with_parties, MemberChange, MembershipTx};
+use super::membership::{begin_change, MemberChange, MembershipTx};
 use super::WriteTx;
 use crate::backend::Backend;
 use crate::error::StoreError;
@@ -16,8 +16,7 @@ pub(crate) async fn add_member<B: Backend>(
     actor: &UserId,
     target: &UserId,
 ) -> Result<MembershipChange, StoreError> {
-    let mut tx = backend.begin_write().await?;
-    let (mut locked, parties) = lock_with_parties(&mut tx, conv_id, actor, target).await?;
+    let (mut tx, mut locked, parties) = begin_change(backend, conv_id, actor, target).await?;
     check_add(locked.kind, parties)?;
     let mode = mode_after_join(
         locked.delivery_mode,

@@ -5,7 +5,7 @@
 use parley_domain::decide::membership::{check_remove, owner_after_leave};
 use parley_domain::{ConvId, Event, EventKind, Role, UserId};
 
-use super::membership::{lock_with_parties, MemberChange, MembershipTx};
+use super::membership::{begin_change, MemberChange, MembershipTx};
 use super::WriteTx;
 use crate::backend::Backend;
 use crate::error::StoreError;
@@ -17,8 +17,7 @@ pub(crate) async fn remove_member<B: Backend>(
     actor: &UserId,
     target: &UserId,
 ) -> Result<MembershipChange, StoreError> {
-    let mut tx = backend.begin_write().await?;
-    let (mut locked, parties) = lock_with_parties(&mut tx, conv_id, actor, target).await?;
+    let (mut tx, mut locked, parties) = begin_change(backend, conv_id, actor, target).await?;
     let target_role = check_remove(locked.kind, actor == target, parties)?;
     let leave = MemberChange {
         conv_id,

@@ -9,8 +9,8 @@ use parley_domain::membership::CurrentMember;
 use parley_domain::{ConvId, ConvKind, DeliveryMode, Rejection, Role, UserId};
 
 use super::{StoreFuture, WriteTx};
+use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::query::{Arg, SqlRow};
 use crate::{rows, sql};
 
 /// A join or a leave to append: `actor` adds or removes `target` (themselves when they leave).
@@ -38,20 +38,12 @@ pub(crate) trait MembershipTx: WriteTx {
 
     /// Locks the conversation and reads it; `None` when it does not exist.
     fn lock_for_change(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<Locked>> {
-        async move {
-            let args = [Arg::Text(conv_id.as_str())];
-            let found = self
-                .fetch_optional(Self::LOCK_FOR_CHANGE_SQL, &args)
-                .await?;
-            let Some(row) = found else { return Ok(None) };
-            Ok(Some(Locked {
-                kind: rows::conv_kind(row.str("kind")?)?,
-                counter: rows::counter(&row)?,
-                member_count: rows::count(row.int("member_count")?)?,
-                delivery_mode: rows::delivery_mode(row.str("delivery_mode")?)?,
-                pull_threshold: rows::threshold(row.opt_int("pull_threshold")?),
-            }))
-        }
+        sql::conversation_row(
+            self,
+            Self::LOCK_FOR_CHANGE_SQL,
+            conv_id.as_str(),
+            rows::locked,
+        )
     }
     /// The actor's and the target's open periods and whether the target is a user, read after
     /// the lock.
@@ -96,18 +88,19 @@ pub(crate) trait MembershipTx: WriteTx {
     fn mark_changed(&mut self, conv_id: &ConvId) -> impl StoreFuture<()>;
 }
 
-/// Locks the conversation and reads the parties; an unknown conversation answers like one the
-/// actor is no member of (P10).
-pub(super) async fn lock_with_parties<T: MembershipTx>(
-    tx: &mut T,
+/// Starts a membership change: a write transaction, the conversation locked and the parties
+/// read. An unknown conversation answers like one the actor is no member of (P10).
+pub(super) async fn begin_change<B: Backend>(
+    backend: &B,
     conv_id: &ConvId,
     actor: &UserId,
     target: &UserId,
-) -> Result<(Locked, Parties), StoreError> {
+) -> Result<(B::Tx, Locked, Parties), StoreError> {
+    let mut tx = backend.begin_write().await?;
     let locked = tx
         .lock_for_change(conv_id)
         .await?
         .ok_or(Rejection::NotMember)?;
     let parties = tx.parties(conv_id, actor, target).await?;
-    Ok((locked, parties))
+    Ok((tx, locked, parties))
 }

@@ -12,7 +12,6 @@ use parley_domain::{ConvId, Event, Rejection, UserId};
 use super::{ReadTx, StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::query::{Arg, SqlRow};
 use crate::types::RecallOutcome;
 use crate::{rows, sql};
 
@@ -37,17 +36,12 @@ pub(crate) trait RecallTx: WriteTx {
 
     /// Locks the conversation and reads it; `None` when it does not exist.
     fn lock_for_recall(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<RecallLock>> {
-        async move {
-            let args = [Arg::Text(conv_id.as_str())];
-            let found = self
-                .fetch_optional(Self::LOCK_FOR_RECALL_SQL, &args)
-                .await?;
-            let Some(row) = found else { return Ok(None) };
-            Ok(Some(RecallLock {
-                counter: rows::counter(&row)?,
-                recall_window_ms: row.int("recall_window_ms")?,
-            }))
-        }
+        sql::conversation_row(
+            self,
+            Self::LOCK_FOR_RECALL_SQL,
+            conv_id.as_str(),
+            rows::recall_lock,
+        )
     }
     /// The event at `seq`, if stored.
     fn recall_target(

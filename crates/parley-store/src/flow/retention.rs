@@ -12,6 +12,7 @@ use parley_domain::decide::retention::{cutoff, plan_cut};
 use super::{StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
+use crate::query::SqlRow;
 use crate::sql;
 use crate::types::PurgeReport;
 
@@ -47,8 +48,30 @@ pub(crate) trait Expiry {
 }
 
 pub(crate) trait PurgeTx: WriteTx {
+    /// Locks conversation `$1` for this transaction without waiting for it, and reads its
+    /// `min_seq` and `retention_ms`.
+    const LOCK_FOR_PURGE_SQL: &'static str;
+    /// Whether that statement skips a conversation another transaction holds. Conversations
+    /// are never deleted, so there a missing row is a busy one.
+    const SKIPS_LOCKED: bool;
+
     /// Locks the conversation without waiting for it.
-    fn lock_for_purge(&mut self, conv_id: &str) -> impl StoreFuture<PurgeLock>;
+    fn lock_for_purge(&mut self, conv_id: &str) -> impl StoreFuture<PurgeLock> {
+        async move {
+            let found = sql::conversation_row(self, Self::LOCK_FOR_PURGE_SQL, conv_id, |r| {
+                Ok(PurgeLock::Locked {
+                    min_seq: r.int("min_seq")?,
+                    retention_ms: r.opt_int("retention_ms")?,
+                })
+            })
+            .await?;
+            Ok(match found {
+                Some(locked) => locked,
+                None if Self::SKIPS_LOCKED => PurgeLock::Busy,
+                None => PurgeLock::Gone,
+            })
+        }
+    }
     /// The first events from `min_seq`, at most `len_max`, ascending: `(seq, created_at)`.
     fn oldest_events(
         &mut self,

@@ -3,7 +3,7 @@
 use parley_domain::decide::membership::{check_new_role, check_set_role};
 use parley_domain::{ConvId, Role, UserId};
 
-use super::membership::{lock_with_parties, MembershipTx};
+use super::membership::{begin_change, MembershipTx};
 use super::WriteTx;
 use crate::backend::Backend;
 use crate::error::StoreError;
@@ -16,8 +16,7 @@ pub(crate) async fn set_role<B: Backend>(
     role: Role,
 ) -> Result<Role, StoreError> {
     check_new_role(role)?;
-    let mut tx = backend.begin_write().await?;
-    let (locked, parties) = lock_with_parties(&mut tx, conv_id, actor, target).await?;
+    let (mut tx, locked, parties) = begin_change(backend, conv_id, actor, target).await?;
     check_set_role(locked.kind, parties, role)?;
     tx.set_open_role(conv_id, target, role).await?;
     tx.mark_changed(conv_id).await?;

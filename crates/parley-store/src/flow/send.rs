@@ -15,7 +15,6 @@ use uuid::Uuid;
 
 use super::{StoreFuture, WriteTx};
 use crate::error::StoreError;
-use crate::query::Arg;
 use crate::types::{SendOutcome, SendRequest};
 use crate::{rows, sql};
 
@@ -26,11 +25,12 @@ pub(crate) trait SendTx: WriteTx {
 
     /// Locks the conversation and reads its counters; `None` when it does not exist.
     fn lock_for_send(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogCounter>> {
-        async move {
-            let args = [Arg::Text(conv_id.as_str())];
-            let locked = self.fetch_optional(Self::LOCK_FOR_SEND_SQL, &args).await?;
-            locked.as_ref().map(rows::counter).transpose()
-        }
+        sql::conversation_row(
+            self,
+            Self::LOCK_FOR_SEND_SQL,
+            conv_id.as_str(),
+            rows::counter,
+        )
     }
     /// The request's key in the log and in the tombstones, and the sender's open period, read
     /// after the lock.

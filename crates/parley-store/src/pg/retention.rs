@@ -8,7 +8,7 @@ use sqlx::Row;
 
 use super::{PgStore, PgTx};
 use crate::error::StoreError;
-use crate::flow::retention::{Expiry, LogCut, PurgeLock, PurgeTx};
+use crate::flow::retention::{Expiry, LogCut, PurgeTx};
 
 /// Conversations whose oldest stored event (the one at `min_seq`, read by primary key) is past
 /// retention at `$1`.
@@ -51,23 +51,9 @@ impl Expiry for PgStore {
 }
 
 impl PurgeTx for PgTx<'_> {
-    async fn lock_for_purge(&mut self, conv_id: &str) -> Result<PurgeLock, StoreError> {
-        let locked = sqlx::query(
-            "SELECT min_seq, retention_ms FROM conversations
-              WHERE conv_id = $1 FOR NO KEY UPDATE SKIP LOCKED",
-        )
-        .bind(conv_id)
-        .fetch_optional(&mut **self)
-        .await?;
-        // Conversations are never deleted, so a missing row is a locked one.
-        let Some(locked) = locked else {
-            return Ok(PurgeLock::Busy);
-        };
-        Ok(PurgeLock::Locked {
-            min_seq: locked.try_get("min_seq")?,
-            retention_ms: locked.try_get("retention_ms")?,
-        })
-    }
+    const LOCK_FOR_PURGE_SQL: &'static str = "SELECT min_seq, retention_ms FROM conversations
+          WHERE conv_id = $1 FOR NO KEY UPDATE SKIP LOCKED";
+    const SKIPS_LOCKED: bool = true;
 
     /// Delete, keep the request keys, raise min_seq: one statement.
     async fn cut(&mut self, cut: &LogCut<'_>) -> Result<(u64, u64), StoreError> {

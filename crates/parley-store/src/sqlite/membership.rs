@@ -3,7 +3,7 @@
 //! the conversation row is its lock; each write takes the change clock's next value.
 
 use chrono::{DateTime, Utc};
-use parley_domain::ConvId;
+use parley_domain::{ConvId, EventKind};
 
 use super::rows::{json_list, now, tick, ts};
 use super::Tx;
@@ -76,6 +76,28 @@ impl CreateTx for Tx<'_> {
     }
 }
 
+/// The join or leave event of a membership change, stamped now; answers the time.
+async fn insert_member_event(
+    tx: &mut Tx<'_>,
+    change: &MemberChange<'_>,
+    kind: EventKind,
+) -> Result<DateTime<Utc>, StoreError> {
+    let at = now();
+    sqlx::query(
+        "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(change.conv_id.as_str())
+    .bind(change.slot.seq)
+    .bind(kind.as_str())
+    .bind(change.actor.as_str())
+    .bind(change.target.as_str())
+    .bind(ts(at))
+    .execute(&mut **tx)
+    .await?;
+    Ok(at)
+}
+
 impl MembershipTx for Tx<'_> {
     /// The write lock is held already; this reads the row. This store keeps no message count.
     const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT kind, next_seq, 0 AS msg_count, member_count,
@@ -87,18 +109,7 @@ impl MembershipTx for Tx<'_> {
         join: &MemberChange<'_>,
         to_pull: bool,
     ) -> Result<DateTime<Utc>, StoreError> {
-        let at = now();
-        sqlx::query(
-            "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at)
-             VALUES ($1, $2, 'join', $3, $4, $5)",
-        )
-        .bind(join.conv_id.as_str())
-        .bind(join.slot.seq)
-        .bind(join.actor.as_str())
-        .bind(join.target.as_str())
-        .bind(ts(at))
-        .execute(&mut **self)
-        .await?;
+        let at = insert_member_event(self, join, EventKind::Join).await?;
         sqlx::query(
             "INSERT INTO membership_periods (conv_id, user_id, from_seq, role) VALUES ($1, $2, $3, 'member')",
         )
@@ -127,18 +138,7 @@ impl MembershipTx for Tx<'_> {
         &mut self,
         leave: &MemberChange<'_>,
     ) -> Result<DateTime<Utc>, StoreError> {
-        let at = now();
-        sqlx::query(
-            "INSERT INTO events (conv_id, seq, kind, sender_user, subject_user, created_at)
-             VALUES ($1, $2, 'leave', $3, $4, $5)",
-        )
-        .bind(leave.conv_id.as_str())
-        .bind(leave.slot.seq)
-        .bind(leave.actor.as_str())
-        .bind(leave.target.as_str())
-        .bind(ts(at))
-        .execute(&mut **self)
-        .await?;
+        let at = insert_member_event(self, leave, EventKind::Leave).await?;
         sqlx::query(
             "UPDATE membership_periods SET to_seq = $2
               WHERE conv_id = $1 AND user_id = $3 AND to_seq IS NULL",

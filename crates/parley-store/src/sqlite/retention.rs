@@ -10,7 +10,7 @@ use sqlx::Row;
 use super::rows::{parse_ts, tick, ts};
 use super::{SqliteStore, Tx};
 use crate::error::StoreError;
-use crate::flow::retention::{Expiry, LogCut, PurgeLock, PurgeTx};
+use crate::flow::retention::{Expiry, LogCut, PurgeTx};
 
 impl Expiry for SqliteStore {
     /// Conversations with a retention and something stored, with the time of their oldest stored
@@ -65,19 +65,9 @@ impl Expiry for SqliteStore {
 
 impl PurgeTx for Tx<'_> {
     /// The write lock is held already; this reads the row.
-    async fn lock_for_purge(&mut self, conv_id: &str) -> Result<PurgeLock, StoreError> {
-        let row = sqlx::query("SELECT min_seq, retention_ms FROM conversations WHERE conv_id = $1")
-            .bind(conv_id)
-            .fetch_optional(&mut **self)
-            .await?;
-        let Some(row) = row else {
-            return Ok(PurgeLock::Gone);
-        };
-        Ok(PurgeLock::Locked {
-            min_seq: row.try_get("min_seq")?,
-            retention_ms: row.try_get("retention_ms")?,
-        })
-    }
+    const LOCK_FOR_PURGE_SQL: &'static str =
+        "SELECT min_seq, retention_ms FROM conversations WHERE conv_id = $1";
+    const SKIPS_LOCKED: bool = false;
 
     /// Keep the request keys, delete, raise min_seq.
     async fn cut(&mut self, cut: &LogCut<'_>) -> Result<(u64, u64), StoreError> {
