@@ -95,7 +95,10 @@ impl Event {
         target_seq: i64,
         created_at: DateTime<Utc>,
     ) -> Self {
-        assert!(target_seq < seq, "a recall at {seq} of a later seq {target_seq}");
+        assert!(
+            target_seq < seq,
+            "a recall at {seq} of a later seq {target_seq}"
+        );
         Self {
             target_seq: Some(target_seq),
             ..Self::by(conv_id, seq, EventKind::Recall, actor, created_at)
