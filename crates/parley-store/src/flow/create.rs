@@ -1,5 +1,5 @@
-//! Creating a conversation: its row and one join per initial member, creator first, member
-//! `i` at seq `i` (P4), in one transaction.
+//! Creating a conversation: its row and one join per initial member in the given order, the
+//! creator first at seq 1 (P4), in one transaction.
 
 use std::iter;
 

@@ -1,4 +1,5 @@
-//! PostgreSQL implementation of the store.
+//! The store on PostgreSQL: its pool, its statements and its send batching, under the
+//! store-neutral flows (`flow/`, `read.rs`, `views.rs`).
 //!
 //! Writes to one conversation serialise on its row (`SELECT … FOR NO KEY UPDATE`: it conflicts
 //! with itself like `FOR UPDATE`, but not with the key-share locks that foreign-key checks of
