@@ -15,6 +15,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use futures::stream::SplitSink;
 use futures::{SinkExt, StreamExt};
+use parley_store::token::hash_token;
 use parley_store::{DeviceIdentity, Route};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -67,6 +68,7 @@ async fn accept(
         .or(from_query)
         .ok_or(ApiError::Unauthenticated)?;
     let device = authenticate_device(state, &token).await?.0;
+    let token_hash = hash_token(&token);
     check_origin(state, headers)?;
     let ws = ws.map_err(|e| ApiError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
     let frame_bytes_max = state.config().limits.request_bytes_max;
@@ -75,7 +77,7 @@ async fn accept(
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(frame_bytes_max)
         .max_frame_size(frame_bytes_max)
-        .on_upgrade(move |socket| drive(state, device, socket)))
+        .on_upgrade(move |socket| drive(state, device, token_hash, socket)))
 }
 
 /// Browsers send `Origin`; native clients do not. A browser page is accepted from the server's
@@ -101,7 +103,7 @@ fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     Err(ApiError::Forbidden("origin not allowed".into()))
 }
 
-async fn drive(state: AppState, device: DeviceIdentity, socket: WebSocket) {
+async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, socket: WebSocket) {
     let gateway = state.gateway().clone();
     let Some(_guard) = gateway.enter() else {
         return;
@@ -112,6 +114,7 @@ async fn drive(state: AppState, device: DeviceIdentity, socket: WebSocket) {
     let handle = Arc::new(ConnHandle::new(
         conn_id.clone(),
         device.device_id.clone(),
+        token_hash,
         out_tx,
         close_tx,
     ));
