@@ -1,12 +1,32 @@
-//! The event bus: how committed events reach every gateway that may hold an interested device.
+//! The event bus: how committed events, and the other side effects of a write, reach every
+//! gateway that may hold an interested device.
 //!
 //! An announcement is a hint, never the source of truth. It is made only after commit (P7), it
-//! may be lost (a gateway repairs by reading the log), and it may be coalesced. The in-process
-//! bus carries the full event so a single node pushes without reading the store again.
+//! may be lost (a gateway repairs events by reading the log, a client by sync), and events may
+//! be coalesced. The in-process bus carries the full event so a single node pushes without
+//! reading the store again.
+//!
+//! Besides events the bus carries [`Notice`]s: a read position that moved, a device token that
+//! was revoked, a role that changed. They are not in the log, so every gateway learns them from
+//! the bus only; they are never coalesced.
+//!
+//! [`LocalBus`] is the bus of one node. With the `postgres` feature, [`pg::PgBus`] joins the
+//! gateways of one PostgreSQL database. The payload codec ([`codec`]), the coalescing of a
+//! batch ([`coalesce`]) and the reconnect backoff ([`backoff`]) are transport-neutral, so a bus
+//! over another transport reuses them.
 
+pub mod backoff;
+pub mod coalesce;
+pub mod codec;
+mod error;
 mod local;
+mod notice;
+#[cfg(feature = "postgres")]
+pub mod pg;
 
+pub use error::BusError;
 pub use local::LocalBus;
+pub use notice::Notice;
 
 use std::sync::Arc;
 
@@ -14,7 +34,7 @@ use parley_domain::{ConvId, Event};
 
 /// One committed event, or the news that a conversation's head moved.
 #[derive(Debug, Clone)]
-pub struct Announcement {
+pub struct Committed {
     pub conv_id: ConvId,
     /// The head after the announced commit.
     pub head: i64,
@@ -22,12 +42,43 @@ pub struct Announcement {
     pub event: Option<Arc<Event>>,
 }
 
+/// What a subscriber receives.
+#[derive(Debug, Clone)]
+pub enum Announcement {
+    /// A conversation's log grew.
+    Committed(Committed),
+    /// A side effect of a write that is not in the log.
+    Notice(Notice),
+}
+
+impl Announcement {
+    /// The committed event or head, if this is one.
+    pub fn committed(&self) -> Option<&Committed> {
+        match self {
+            Self::Committed(c) => Some(c),
+            Self::Notice(_) => None,
+        }
+    }
+
+    /// The notice, if this is one.
+    pub fn notice(&self) -> Option<&Notice> {
+        match self {
+            Self::Committed(_) => None,
+            Self::Notice(n) => Some(n),
+        }
+    }
+}
+
 /// A receiver of announcements. Lagging receivers lose announcements and must resync.
 pub type Subscription = tokio::sync::broadcast::Receiver<Announcement>;
 
-/// Announces committed events. `announce` never blocks the send path: implementations queue
-/// and drop (a lost announcement is repaired by sync), never wait.
+/// Announces what a write did, after it committed. Neither method blocks the write path:
+/// implementations queue and drop (a lost announcement is repaired by sync), never wait.
+/// Every subscriber, the announcing node's own included, receives what is announced.
 pub trait EventBus: Send + Sync + 'static {
+    /// A committed event.
     fn announce(&self, event: Arc<Event>);
+    /// A side effect that is not an event.
+    fn notify(&self, notice: Notice);
     fn subscribe(&self) -> Subscription;
 }

@@ -66,6 +66,70 @@ pub struct Event {
     pub target_seq: Option<i64>,
 }
 
+impl Event {
+    /// A join or a leave of `subject`, made by `actor` (who is the subject when they left or
+    /// created the conversation).
+    pub fn membership(
+        conv_id: &ConvId,
+        seq: i64,
+        kind: EventKind,
+        actor: &UserId,
+        subject: &UserId,
+        created_at: DateTime<Utc>,
+    ) -> Self {
+        assert!(
+            matches!(kind, EventKind::Join | EventKind::Leave),
+            "a membership event of kind {kind:?}"
+        );
+        Self {
+            subject_user: Some(subject.clone()),
+            ..Self::by(conv_id, seq, kind, actor, created_at)
+        }
+    }
+
+    /// The recall of the message at `target_seq` by its sender `actor`.
+    pub fn recall(
+        conv_id: &ConvId,
+        seq: i64,
+        actor: &UserId,
+        target_seq: i64,
+        created_at: DateTime<Utc>,
+    ) -> Self {
+        assert!(
+            target_seq < seq,
+            "a recall at {seq} of a later seq {target_seq}"
+        );
+        Self {
+            target_seq: Some(target_seq),
+            ..Self::by(conv_id, seq, EventKind::Recall, actor, created_at)
+        }
+    }
+
+    /// An event of `kind` made by `actor`, every field of other kinds left out.
+    fn by(
+        conv_id: &ConvId,
+        seq: i64,
+        kind: EventKind,
+        actor: &UserId,
+        created_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            conv_id: conv_id.clone(),
+            seq,
+            kind,
+            created_at,
+            message_id: None,
+            sender_user: Some(actor.clone()),
+            sender_device: None,
+            client_msg_id: None,
+            body: None,
+            recalled: false,
+            subject_user: None,
+            target_seq: None,
+        }
+    }
+}
+
 /// An answer of events-after or of a history page (SPEC §5).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EventsPage {
@@ -79,4 +143,40 @@ pub struct EventsPage {
     /// The exclusive cursor of the next older page (descending reads); null once nothing older
     /// is visible.
     pub next_before: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_and_recall_events_carry_only_their_fields() {
+        let conv = ConvId::parse("c-1").unwrap();
+        let (ana, ben) = (
+            UserId::parse("u-ana").unwrap(),
+            UserId::parse("u-ben").unwrap(),
+        );
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let join = Event::membership(&conv, 4, EventKind::Join, &ana, &ben, at);
+        let json = serde_json::to_value(&join).unwrap();
+        assert_eq!(json["kind"], "join");
+        assert_eq!(json["sender_user"], "u-ana");
+        assert_eq!(json["subject_user"], "u-ben");
+        assert!(json.get("body").is_none() && json.get("target_seq").is_none());
+        let recall = Event::recall(&conv, 6, &ana, 5, at);
+        let json = serde_json::to_value(&recall).unwrap();
+        assert_eq!(
+            (json["kind"].as_str(), json["target_seq"].as_i64()),
+            (Some("recall"), Some(5))
+        );
+        assert!(json.get("subject_user").is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "a membership event of kind Msg")]
+    fn a_message_is_no_membership_event() {
+        let conv = ConvId::parse("c-1").unwrap();
+        let ana = UserId::parse("u-ana").unwrap();
+        Event::membership(&conv, 1, EventKind::Msg, &ana, &ana, Utc::now());
+    }
 }

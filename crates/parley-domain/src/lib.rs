@@ -1,9 +1,11 @@
 //! Parley's domain: identifiers and bodies parsed once into newtypes, request fingerprints,
-//! events as they appear on the wire, membership periods and the visibility rules over them.
+//! events as they appear on the wire, membership periods and the visibility rules over them,
+//! and (`decide`) the rules of every write and of the conversation view as pure functions.
 //!
 //! Nothing here does IO. The store and the server depend on this crate; it depends on neither.
 
 pub mod conversation;
+pub mod decide;
 pub mod event;
 pub mod fingerprint;
 pub mod ids;

@@ -64,9 +64,23 @@ impl Period {
     }
 }
 
+/// Whether `periods` are disjoint with at most one open, the last (P3): what every store's
+/// writes keep, since a period opens only at a join of a non-member and closes at their leave.
+pub fn periods_disjoint(periods: &[Period]) -> bool {
+    let mut sorted = periods.to_vec();
+    sorted.sort_unstable_by_key(|p| p.from_seq);
+    sorted
+        .windows(2)
+        .all(|w| w[0].to_seq.is_some_and(|to| to < w[1].from_seq))
+}
+
 /// The visible ranges of `periods` inside `[lo, hi]`, ascending. Periods never overlap (P3),
 /// so the ranges are disjoint.
 pub fn visible_ranges(periods: &[Period], lo: i64, hi: i64) -> Vec<(i64, i64)> {
+    debug_assert!(
+        periods_disjoint(periods),
+        "overlapping periods: {periods:?}"
+    );
     let mut out: Vec<(i64, i64)> = periods.iter().filter_map(|p| p.clip(lo, hi)).collect();
     out.sort_unstable();
     out
@@ -121,6 +135,16 @@ mod tests {
         assert_eq!(visible_ranges(&ps, 4, 20), vec![(4, 5), (10, 20)]);
         assert_eq!(visible_ranges(&ps, 6, 9), vec![]);
         assert!(is_visible(&ps, 5) && !is_visible(&ps, 6) && is_visible(&ps, 99));
+    }
+
+    #[test]
+    fn periods_overlap_only_by_a_bug() {
+        let p = |from_seq, to_seq| Period { from_seq, to_seq };
+        assert!(periods_disjoint(&[p(9, None), p(2, Some(5))]));
+        assert!(periods_disjoint(&[]));
+        assert!(!periods_disjoint(&[p(2, Some(5)), p(5, None)]));
+        assert!(!periods_disjoint(&[p(2, None), p(9, None)]));
+        assert!(!periods_disjoint(&[p(9, Some(12)), p(2, None)]));
     }
 
     #[test]

@@ -398,7 +398,12 @@ async fn a_committed_send_is_acked_and_announced_a_replay_only_acked() {
     assert_eq!(v["seq"], 3);
     assert_eq!(v["dup"], false);
     assert!(v.get("purged").is_none());
-    assert_eq!(sub.try_recv().map(|a| a.head).ok(), Some(3));
+    assert_eq!(
+        sub.try_recv()
+            .ok()
+            .and_then(|a| a.committed().map(|c| c.head)),
+        Some(3)
+    );
 
     let req = json!({"client_msg_id": "m1", "body": "again"}).to_string();
     let (status, v) = call(&h, Method::POST, SEND_URI, Some(DEVICE_TOKEN), Some(req)).await;
@@ -512,4 +517,41 @@ async fn list_answers_a_sync_token() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(v["conversations"], json!([]));
     assert!(v["sync_token"].is_string());
+}
+
+#[tokio::test]
+async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_longer_work() {
+    use crate::gateway::hub::{CloseReason, ConnHandle, Hub};
+    use crate::gateway::notices::recheck_all;
+    use tokio::sync::{mpsc, watch};
+
+    let hub = Hub::default();
+    let store = FakeStore::default();
+    let mut closed = Vec::new();
+    for (user, device, token) in [
+        ("ana", "phone", DEVICE_TOKEN),
+        ("ana", "laptop", "a token revoked meanwhile"),
+        ("ben", "phone", DEVICE_TOKEN),
+    ] {
+        let (tx, _rx) = mpsc::channel(1);
+        let (close, watch_close) = watch::channel(None);
+        let handle = ConnHandle::new(
+            format!("{user}/{device}"),
+            DeviceId::from_trusted(device.into()),
+            hash_token(token),
+            tx,
+            close,
+        );
+        hub.register(&UserId::from_trusted(user.into()), Arc::new(handle));
+        closed.push(watch_close);
+    }
+    recheck_all(&hub, &store).await;
+    let codes: Vec<Option<u16>> = closed
+        .iter()
+        .map(|c| c.borrow().map(CloseReason::code))
+        .collect();
+    // ana's phone holds the store's token; ana's laptop a token it no longer knows; ben's
+    // phone the token of another user's device.
+    assert_eq!(codes, [None, Some(4003), Some(4003)]);
+    assert_eq!(store.touched(), 0, "checking tokens writes nothing");
 }

@@ -1,13 +1,18 @@
-//! The writes that produce log events, shared by the HTTP handlers and the WebSocket gateway.
+//! The writes and their side effects, shared by the HTTP handlers and the WebSocket gateway.
 //!
-//! Each function calls the store and, only once the store has returned a committed event,
-//! announces it on the bus (P7: nothing is pushed before commit). A replayed send commits
-//! nothing and announces nothing. Keeping this in one place means no transport can announce
-//! early or forget to announce.
+//! Each function calls the store and, only once the store has returned a committed outcome,
+//! announces it on the bus (P7: nothing is pushed before commit): a new event, or a notice of a
+//! side effect that is not an event (a read position that moved, a revoked device token, a
+//! changed role). Every gateway, this one included, learns of it from the bus only, so a
+//! user's devices are told the same whichever gateway they are connected to. A replayed send
+//! commits nothing and announces nothing. Keeping this in one place means no transport can
+//! announce early or forget to announce.
 
 use std::sync::Arc;
 
-use parley_domain::{Body, ClientMsgId, ConvId, ConversationView, Event, UserId};
+use parley_bus::Notice;
+use parley_domain::{Body, ClientMsgId, ConvId, ConversationView, DeviceId, Event, Role, UserId};
+use parley_store::token::new_device_token;
 use parley_store::{DeviceIdentity, NewConversation, SendRequest};
 use parley_wire::{RecallAck, SendAck};
 
@@ -122,7 +127,7 @@ pub async fn recall(
     })
 }
 
-/// Moves the caller's read position (P8) and tells the user's other devices on this gateway.
+/// Moves the caller's read position (P8) and tells the user's other devices, on every gateway.
 pub async fn mark_read(
     state: &AppState,
     identity: &DeviceIdentity,
@@ -136,11 +141,63 @@ pub async fn mark_read(
         .store()
         .mark_read(conv_id, &identity.user_id, seq)
         .await?;
-    let frame = crate::gateway::frames::read(conv_id.as_str(), read_seq);
-    state.gateway().hub().for_each_of(&identity.user_id, |c| {
-        if c.device_id != identity.device_id {
-            c.push(frame.clone());
-        }
+    state.bus().notify(Notice::ReadMoved {
+        user_id: identity.user_id.clone(),
+        conv_id: conv_id.clone(),
+        read_seq,
+        origin_device: identity.device_id.clone(),
     });
     Ok(read_seq)
+}
+
+/// Sets `target`'s role as `actor`; answers the role now held.
+pub async fn set_role(
+    state: &AppState,
+    conv_id: &ConvId,
+    actor: &UserId,
+    target: &UserId,
+    role: Role,
+) -> Result<Role, ApiError> {
+    let role = state.store().set_role(conv_id, actor, target, role).await?;
+    state.bus().notify(Notice::RoleChanged {
+        conv_id: conv_id.clone(),
+        user_id: target.clone(),
+        role,
+    });
+    Ok(role)
+}
+
+/// Issues a fresh token for the device and answers it; only its hash is stored. Storing it
+/// replaces the device's previous token, so the connections of that token close on every
+/// gateway (4003).
+pub async fn issue_device_token(
+    state: &AppState,
+    user_id: &UserId,
+    device_id: &DeviceId,
+) -> Result<String, ApiError> {
+    let (token, token_hash) = new_device_token();
+    state
+        .store()
+        .issue_device_token(user_id, device_id, &token_hash)
+        .await?;
+    announce_revoked(state, user_id, device_id);
+    Ok(token)
+}
+
+/// Revokes the device's token; its connections close on every gateway (4003).
+pub async fn revoke_device(
+    state: &AppState,
+    user_id: &UserId,
+    device_id: &DeviceId,
+) -> Result<(), ApiError> {
+    state.store().revoke_device(user_id, device_id).await?;
+    announce_revoked(state, user_id, device_id);
+    Ok(())
+}
+
+fn announce_revoked(state: &AppState, user_id: &UserId, device_id: &DeviceId) {
+    state.bus().notify(Notice::DeviceRevoked {
+        user_id: user_id.clone(),
+        device_id: device_id.clone(),
+    });
 }

@@ -1,17 +1,27 @@
 //! The authoritative store of Parley. This is the only crate that speaks SQL.
 //!
-//! [`Store`] is the storage-neutral contract; [`pg::PgStore`] implements it on PostgreSQL and
-//! [`sqlite::SqliteStore`] on an embedded SQLite file. In PostgreSQL every per-conversation write
-//! serialises on that conversation's row lock and nothing else serialises globally; SQLite has
-//! one writer, so there every write serialises.
+//! [`Store`] is the storage-neutral contract, implemented once over a backend (`backend.rs`):
+//! the write transactions (`flow/`), the reads (`read.rs`, `views.rs`) and the rules they apply
+//! (`parley_domain::decide`) are the same for every store. [`pg::PgStore`] supplies statements
+//! for PostgreSQL and [`sqlite::SqliteStore`] for an embedded SQLite file. In PostgreSQL every
+//! per-conversation write serialises on that conversation's row lock and nothing else
+//! serialises globally; SQLite has one writer, so there every write serialises.
 
+mod backend;
 pub mod error;
+mod flow;
 mod page;
 pub mod pg;
+mod query;
+mod read;
+mod rows;
+mod sql;
 pub mod sqlite;
 mod store;
+mod store_impl;
 pub mod token;
 mod types;
+mod views;
 
 pub use error::StoreError;
 pub use store::Store;

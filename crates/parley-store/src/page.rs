@@ -1,24 +1,23 @@
 //! Assembling an events page (SPEC §5) from a reader's visible ranges: the same for every store,
 //! which only supplies the primary-key range reads of one snapshot.
 
-use async_trait::async_trait;
 use parley_domain::membership::visible_ranges;
 use parley_domain::{ConvId, Event, EventsPage, Period, Rejection};
 
 use crate::error::StoreError;
+use crate::flow::StoreFuture;
 use crate::types::EventsQuery;
 
 /// Range reads of one conversation log, all inside one snapshot.
-#[async_trait]
 pub(crate) trait RangeReader: Send {
     /// Events with `lo <= seq <= hi`, ascending or descending, at most `limit`.
-    async fn range(
+    fn range(
         &mut self,
         conv_id: &ConvId,
         bounds: (i64, i64),
         descending: bool,
         limit: usize,
-    ) -> Result<Vec<Event>, StoreError>;
+    ) -> impl StoreFuture<Vec<Event>>;
 }
 
 /// The log as one reader may see it, read in the same snapshot as the ranges.

@@ -106,6 +106,21 @@ impl SendRequest {
     }
 }
 
+impl SendRequest {
+    /// The answer to a retry of this request, which committed before at `seq`: its ack again,
+    /// with `dup`, and no event to announce.
+    pub fn replayed(&self, seq: i64, message_id: uuid::Uuid, purged: bool) -> SendOutcome {
+        SendOutcome {
+            conv_id: self.conv_id.clone(),
+            seq,
+            message_id,
+            dup: true,
+            purged,
+            event: None,
+        }
+    }
+}
+
 /// The answer to a send: the ack fields, plus the committed event when this call wrote it.
 #[derive(Debug, Clone)]
 pub struct SendOutcome {
@@ -165,10 +180,7 @@ impl MemberSnapshot {
         pull_threshold: Option<u32>,
         members: usize,
     ) -> DeliveryMode {
-        match (mode, pull_threshold) {
-            (DeliveryMode::Push, Some(t)) if members >= t as usize => DeliveryMode::Pull,
-            _ => mode,
-        }
+        parley_domain::decide::membership::mode_after_join(mode, pull_threshold, members)
     }
 }
 

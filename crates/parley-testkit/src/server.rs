@@ -1,11 +1,15 @@
 //! A real Parley server for one test: its own database (a fresh PostgreSQL database, or a fresh
 //! SQLite file in a temporary directory), the in-process bus, a port chosen by the OS on
 //! 127.0.0.1, and a random admin token. Nothing is global, so tests run in parallel.
+//!
+//! [`TestServer::start_gateways`] starts several servers on one PostgreSQL database instead,
+//! each a gateway with a [`PgBus`] of its own, as several `parley serve --bus postgres` would.
 
 use std::fmt;
 use std::sync::Arc;
 
-use parley_bus::LocalBus;
+use parley_bus::pg::PgBus;
+use parley_bus::{EventBus, LocalBus};
 use parley_client::{AdminClient, Client};
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::PgStore;
@@ -36,6 +40,12 @@ impl fmt::Display for StoreKind {
             Self::Sqlite => "sqlite",
         })
     }
+}
+
+/// The PostgreSQL bus of one gateway and the token that stops it with the server.
+struct NodeBus {
+    bus: PgBus,
+    shutdown: CancellationToken,
 }
 
 /// What holds the test's data: kept as long as the server.
@@ -95,7 +105,9 @@ pub struct TestServer {
     backing: Backing,
     store: Arc<dyn Store>,
     sql: Sql,
-    bus: LocalBus,
+    bus: Arc<dyn EventBus>,
+    /// The PostgreSQL bus of a gateway of [`TestServer::start_gateways`], stopped with it.
+    pg_bus: Option<PgBus>,
     base_url: String,
     admin_token: String,
     admin: AdminClient,
@@ -131,16 +143,74 @@ impl TestServer {
     /// reaches the store directly.
     pub async fn start_wrapped(
         kind: StoreKind,
-        mut config: ServerConfig,
+        config: ServerConfig,
         wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
     ) -> TestServer {
         let (backing, store, sql) = fresh_store(kind).await;
-        let bus = LocalBus::new();
+        let served = wrap(store.clone());
+        Self::launch(backing, store, served, sql, None, config).await
+    }
+
+    /// Starts `count` servers on one fresh PostgreSQL database, each a gateway with a
+    /// [`PgBus`] of its own, so what a write on one does reaches the devices connected to the
+    /// others. They share `config` and one admin token; their gateway ids are the config's
+    /// with `-0`, `-1`, … appended.
+    ///
+    /// # Panics
+    /// When PostgreSQL is unreachable, a bus cannot start or a port cannot be bound.
+    pub async fn start_gateways(count: usize, mut config: ServerConfig) -> Vec<TestServer> {
+        let db = TestDb::create().await;
+        if config.admin_token.is_empty() {
+            config.admin_token = random_admin_token();
+        }
+        let mut servers = Vec::with_capacity(count);
+        for node in 0..count {
+            let store = db.store().await;
+            let sql = Sql::Postgres(store.pool().clone());
+            let mut config = config.clone();
+            config.gateway_id = format!("{}-{node}", config.gateway_id);
+            let shutdown = CancellationToken::new();
+            let bus = PgBus::start(
+                store.pool().clone(),
+                config.gateway_id.clone(),
+                shutdown.clone(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("cannot start the postgres bus of gateway {node}: {e}"));
+            let backing = Backing::Postgres {
+                db: db.clone(),
+                store: store.clone(),
+            };
+            let store: Arc<dyn Store> = Arc::new(store);
+            let node_bus = NodeBus {
+                bus: bus.clone(),
+                shutdown,
+            };
+            servers.push(
+                Self::launch(backing, store.clone(), store, sql, Some(node_bus), config).await,
+            );
+        }
+        servers
+    }
+
+    /// Serves `served` on a fresh port; `store` is what the test reaches directly.
+    async fn launch(
+        backing: Backing,
+        store: Arc<dyn Store>,
+        served: Arc<dyn Store>,
+        sql: Sql,
+        pg: Option<NodeBus>,
+        mut config: ServerConfig,
+    ) -> TestServer {
         if config.admin_token.is_empty() {
             config.admin_token = random_admin_token();
         }
         let admin_token = config.admin_token.clone();
-        let state = AppState::new(wrap(store.clone()), Arc::new(bus.clone()), config);
+        let (bus, pg_bus, shutdown): (Arc<dyn EventBus>, _, _) = match pg {
+            Some(NodeBus { bus, shutdown }) => (Arc::new(bus.clone()), Some(bus), shutdown),
+            None => (Arc::new(LocalBus::new()), None, CancellationToken::new()),
+        };
+        let state = AppState::new(served, bus.clone(), config);
 
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -149,7 +219,6 @@ impl TestServer {
             .local_addr()
             .unwrap_or_else(|e| panic!("bound listener has no address: {e}"));
         let base_url = format!("http://{addr}");
-        let shutdown = CancellationToken::new();
         // The listener is bound before the task starts, so requests made right away queue in
         // the kernel's backlog instead of being refused.
         let task = tokio::spawn(parley_server::run(
@@ -164,6 +233,7 @@ impl TestServer {
             store,
             sql,
             bus,
+            pg_bus,
             base_url,
             admin_token,
             admin,
@@ -235,9 +305,20 @@ impl TestServer {
         }
     }
 
-    /// The bus the server announces committed events on; subscribe to watch them.
-    pub fn bus(&self) -> &LocalBus {
+    /// The bus the server announces on; subscribe to watch what it announces.
+    pub fn bus(&self) -> &Arc<dyn EventBus> {
         &self.bus
+    }
+
+    /// The PostgreSQL bus of a gateway started by [`TestServer::start_gateways`].
+    ///
+    /// # Panics
+    /// On a server with the in-process bus.
+    pub fn pg_bus(&self) -> &PgBus {
+        match &self.pg_bus {
+            Some(bus) => bus,
+            None => panic!("this test server runs on the in-process bus, not PgBus"),
+        }
     }
 
     /// A device client with any token, valid or not.
@@ -280,6 +361,9 @@ impl TestServer {
                 Err(e) => panic!("server task failed: {e}"),
             }
         }
+        if let Some(bus) = &self.pg_bus {
+            bus.stopped().await;
+        }
     }
 }
 
@@ -290,6 +374,6 @@ impl Drop for TestServer {
     }
 }
 
-fn random_admin_token() -> String {
+pub(crate) fn random_admin_token() -> String {
     format!("adm_{:032x}", rand::random::<u128>())
 }

@@ -40,7 +40,7 @@ pub enum Command {
     /// Applies the schema to the database and exits.
     Migrate(MigrateArgs),
     /// Drives a running server with load and writes a report.
-    Bench(Box<crate::bench::BenchArgs>),
+    Bench(Box<parley_bench::BenchArgs>),
 }
 
 /// How committed events travel between gateway nodes.

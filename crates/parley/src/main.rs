@@ -1,7 +1,6 @@
-//! The `parley` binary: parses the command line, sets up logging and hands over to `serve` or
-//! `migrate`. Everything else lives in the library crates.
+//! The `parley` binary: parses the command line, sets up logging and hands over to `serve`,
+//! `migrate` or `bench`. Everything else lives in the library crates.
 
-mod bench;
 mod cli;
 mod data_dir;
 mod migrate;
@@ -34,7 +33,7 @@ async fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(args) => migrate::migrate(args).await,
-        Command::Bench(args) => bench::bench(*args).await,
+        Command::Bench(args) => parley_bench::bench(*args).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

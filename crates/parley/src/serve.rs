@@ -8,12 +8,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
 use parley_server::config::{generated_gateway_id, ConnectionLimits};
 use parley_server::listener::open_files;
 use parley_server::{AppState, ServerConfig};
-use parley_store::pg::{CancellationToken, PgBus, PgStore};
+use parley_store::pg::PgStore;
 use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
 use tokio::net::TcpListener;

@@ -1,4 +1,6 @@
-//! Fanout on one gateway: committed events from the bus to every online device of every member.
+//! Fanout on one gateway: committed events from the bus to every online device of every member,
+//! and the bus's notices to the connections they concern (`notices.rs`), in the order the bus
+//! delivers them.
 //!
 //! Events of a conversation are pushed in seq order. The bus may deliver announcements out of
 //! order (each send announces after its own commit) or coalesced (one hint for many events):
@@ -15,10 +17,11 @@
 //! by the same rule as the store (`MemberSnapshot::mode_after_join`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::ws::Message;
-use parley_bus::{Announcement, Subscription};
+use parley_bus::{Announcement, Committed, Subscription};
 use parley_domain::{ConvId, DeliveryMode, Event, EventKind, UserId};
 use parley_store::{MemberSnapshot, Store};
 use tokio::sync::broadcast::error::RecvError;
@@ -26,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::hints::Hints;
 use super::hub::{ConnHandle, Hub};
+use super::notices;
 
 /// Most events read from the log to repair one out-of-order or coalesced announcement; a
 /// larger gap is left to the clients' sync.
@@ -51,6 +55,8 @@ pub struct Fanout {
     hub: Arc<Hub>,
     hints: Arc<Hints>,
     convs: HashMap<ConvId, ConvState>,
+    /// Set while a check of every connection's token runs.
+    rechecking: Arc<AtomicBool>,
 }
 
 /// The event frame of SPEC §7, serialised once and shared by every recipient.
@@ -65,6 +71,7 @@ impl Fanout {
             hub,
             hints,
             convs: HashMap::new(),
+            rechecking: Arc::default(),
         }
     }
 
@@ -75,19 +82,41 @@ impl Fanout {
                 next = sub.recv() => next,
             };
             match next {
-                Ok(a) => self.handle(a).await,
+                Ok(Announcement::Committed(a)) => self.handle(a).await,
+                Ok(Announcement::Notice(notice)) => {
+                    notices::apply(&self.hub, self.store.as_ref(), &notice).await
+                }
                 Err(RecvError::Lagged(missed)) => {
                     // Announcements were lost; positions are unknown, so start over. Clients
-                    // repair the missed pushes by sync.
+                    // repair the missed pushes and read positions by sync; revocations that
+                    // may have been lost are found by checking every connection's token.
                     tracing::warn!(missed, "fanout lagged behind the bus");
                     self.convs.clear();
+                    self.recheck_tokens();
                 }
                 Err(RecvError::Closed) => return,
             }
         }
     }
 
-    async fn handle(&mut self, a: Announcement) {
+    /// Checks every connection's token in a task of its own, so pushes go on meanwhile; one
+    /// sweep at a time, however often the fanout lags.
+    fn recheck_tokens(&self) {
+        if self.rechecking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (hub, store, rechecking) = (
+            self.hub.clone(),
+            self.store.clone(),
+            self.rechecking.clone(),
+        );
+        tokio::spawn(async move {
+            notices::recheck_all(&hub, store.as_ref()).await;
+            rechecking.store(false, Ordering::Release);
+        });
+    }
+
+    async fn handle(&mut self, a: Committed) {
         if self.hub.online_user_count() == 0 {
             // Nobody to push to; forget positions so no stale gap is repaired later.
             self.convs.clear();
@@ -139,7 +168,7 @@ impl Fanout {
 
     async fn events_to_push(
         &self,
-        a: &Announcement,
+        a: &Committed,
     ) -> Result<Vec<Arc<Event>>, parley_store::StoreError> {
         let last_pushed = self.convs.get(&a.conv_id).and_then(|s| s.last_pushed);
         let from = match (last_pushed, &a.event) {

@@ -166,7 +166,13 @@ mod tests {
     fn conn(id: &str) -> (Arc<ConnHandle>, mpsc::Receiver<Message>) {
         let (tx, rx) = mpsc::channel(64);
         let (close, _) = watch::channel(None);
-        let handle = ConnHandle::new(id.into(), DeviceId::from_trusted(id.into()), tx, close);
+        let handle = ConnHandle::new(
+            id.into(),
+            DeviceId::from_trusted(id.into()),
+            String::new(),
+            tx,
+            close,
+        );
         (Arc::new(handle), rx)
     }
 

@@ -53,6 +53,9 @@ impl CloseReason {
 pub struct ConnHandle {
     pub conn_id: String,
     pub device_id: DeviceId,
+    /// Hash of the token the connection authenticated with, so that when the device's token
+    /// is revoked or replaced, only the connections of a token that no longer works close.
+    pub token_hash: String,
     tx: mpsc::Sender<Message>,
     close: watch::Sender<Option<CloseReason>>,
 }
@@ -61,12 +64,14 @@ impl ConnHandle {
     pub fn new(
         conn_id: String,
         device_id: DeviceId,
+        token_hash: String,
         tx: mpsc::Sender<Message>,
         close: watch::Sender<Option<CloseReason>>,
     ) -> Self {
         Self {
             conn_id,
             device_id,
+            token_hash,
             tx,
             close,
         }
@@ -145,13 +150,19 @@ impl Hub {
         }
     }
 
-    /// Closes every connection of one device.
-    pub fn close_device(&self, user: &UserId, device: &DeviceId, reason: CloseReason) {
+    /// The connections of one device.
+    pub fn connections_of_device(
+        &self,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> Vec<std::sync::Arc<ConnHandle>> {
+        let mut found = Vec::new();
         self.for_each_of(user, |c| {
             if &c.device_id == device {
-                c.close(reason);
+                found.push(c.clone());
             }
         });
+        found
     }
 
     /// Closes one connection by id, if this gateway holds it.
@@ -167,6 +178,14 @@ impl Hub {
         for list in self.lock().values() {
             list.iter().for_each(|c| c.close(reason));
         }
+    }
+
+    /// Every connection here, with its user.
+    pub fn all_connections(&self) -> Vec<(UserId, std::sync::Arc<ConnHandle>)> {
+        self.lock()
+            .iter()
+            .flat_map(|(user, list)| list.iter().map(move |c| (user.clone(), c.clone())))
+            .collect()
     }
 
     /// Users with at least one connection here.

@@ -1,11 +1,12 @@
 //! The realtime gateway of one node: live WebSocket connections (`hub`), the fanout of
-//! committed events to them (`fanout`), the socket protocol (`socket`, `frames`), and the
-//! gateway's lease in the store.
+//! committed events to them (`fanout`) and of the bus's notices (`notices`), the socket
+//! protocol (`socket`, `frames`), and the gateway's lease in the store.
 
 pub mod fanout;
 pub mod frames;
 pub mod hints;
 pub mod hub;
+pub mod notices;
 pub mod socket;
 
 use std::sync::Arc;

@@ -15,6 +15,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
+use parley_store::token::hash_token;
 use parley_store::{DeviceIdentity, Route};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -72,6 +73,7 @@ async fn accept(
         .or(from_query)
         .ok_or(ApiError::Unauthenticated)?;
     let device = authenticate_device(state, &token).await?.0;
+    let token_hash = hash_token(&token);
     check_origin(state, headers)?;
     let ws = ws.map_err(|e| ApiError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
     let frame_bytes_max = state.config().limits.request_bytes_max;
@@ -80,7 +82,7 @@ async fn accept(
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(frame_bytes_max)
         .max_frame_size(frame_bytes_max)
-        .on_upgrade(move |socket| drive(state, device, socket)))
+        .on_upgrade(move |socket| drive(state, device, token_hash, socket)))
 }
 
 /// Browsers send `Origin`; native clients do not. A browser page is accepted from the server's
@@ -106,7 +108,7 @@ fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     Err(ApiError::Forbidden("origin not allowed".into()))
 }
 
-async fn drive(state: AppState, device: DeviceIdentity, socket: WebSocket) {
+async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, socket: WebSocket) {
     let gateway = state.gateway().clone();
     let Some(_guard) = gateway.enter() else {
         return;
@@ -117,6 +119,7 @@ async fn drive(state: AppState, device: DeviceIdentity, socket: WebSocket) {
     let handle = Arc::new(ConnHandle::new(
         conn_id.clone(),
         device.device_id.clone(),
+        token_hash,
         out_tx,
         close_tx,
     ));

@@ -89,6 +89,8 @@ pub async fn serve(
                 continue;
             }
         };
+        // Nagle's algorithm is off: answers and frames are small, and latency matters more
+        // than the packet count.
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }

@@ -4,14 +4,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use parley_domain::{DeviceId, UserId};
-use parley_store::token::new_device_token;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Admin;
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::gateway::hub::CloseReason;
 use crate::path::{self, DeferredPath, UserDevicePath, UserPath};
+use crate::service;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -73,16 +72,8 @@ pub async fn issue_device(
     let user_id = path.into_inner()?.user_id()?;
     let req: IssueDeviceRequest = body.parse()?;
     let device_id = path::device_id(&req.device_id)?;
-    let (token, token_hash) = new_device_token();
-    state
-        .store()
-        .issue_device_token(&user_id, &device_id, &token_hash)
-        .await?;
-    // The old token stopped working; so do its open connections.
-    state
-        .gateway()
-        .hub()
-        .close_device(&user_id, &device_id, CloseReason::Revoked);
+    // The old token stops working; so do its open connections, on every gateway.
+    let token = service::issue_device_token(&state, &user_id, &device_id).await?;
     Ok((
         StatusCode::CREATED,
         Json(DeviceIssued {
@@ -94,17 +85,13 @@ pub async fn issue_device(
 }
 
 /// `DELETE /v1/admin/users/{user_id}/devices/{device_id}`: the token stops working on the next
-/// request, because device authentication is never cached.
+/// request, because device authentication is never cached, and its open connections close.
 pub async fn revoke_device(
     State(state): State<AppState>,
     _: Admin,
     path: DeferredPath<UserDevicePath>,
 ) -> Result<StatusCode, ApiError> {
     let (user_id, device_id) = path.into_inner()?.ids()?;
-    state.store().revoke_device(&user_id, &device_id).await?;
-    state
-        .gateway()
-        .hub()
-        .close_device(&user_id, &device_id, CloseReason::Revoked);
+    service::revoke_device(&state, &user_id, &device_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,5 +1,5 @@
-//! Membership changes. Joins and leaves are log events and are announced; role changes are not
-//! events (they change no visibility) and are not announced.
+//! Membership changes, through the service layer. Joins and leaves are log events; role changes
+//! are not events (they change no visibility) and are announced as notices.
 
 use axum::extract::State;
 use axum::Json;
@@ -78,10 +78,7 @@ pub async fn set_role(
             "role must be \"admin\" or \"member\"",
         ));
     }
-    let role = state
-        .store()
-        .set_role(&conv_id, &identity.user_id, &target, req.role)
-        .await?;
+    let role = service::set_role(&state, &conv_id, &identity.user_id, &target, req.role).await?;
     Ok(Json(RoleSet {
         user_id: target,
         role,

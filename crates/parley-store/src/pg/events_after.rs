@@ -11,9 +11,9 @@
 use parley_domain::{ConvId, EventsPage, Period, Rejection, UserId};
 use sqlx::{PgPool, Row};
 
-use super::rows::event_from_row;
 use crate::error::StoreError;
 use crate::page::{after_page, ReaderLog};
+use crate::rows;
 
 /// The conversation row and the reader's one period, joined to the range scan of the log by
 /// primary key (`check_04_history_uses_pk` checks the plan). The range is empty unless the reader
@@ -84,7 +84,7 @@ pub(super) async fn events_after_one_period(
     for row in &rows {
         // The left join gives one row without an event when the range is empty.
         if row.try_get::<Option<i64>, _>("seq")?.is_some() {
-            events.push(event_from_row(conv_id, row)?);
+            events.push(rows::event(conv_id, row)?);
         }
     }
     // The join hands the range over in the index's order, which SQL does not promise.

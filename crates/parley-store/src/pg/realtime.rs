@@ -1,117 +1,52 @@
-//! Gateway leases, device routes (chapter 05) and the member snapshot of gateway caches.
+//! Gateway leases and device routes (chapter 05) on PostgreSQL.
 
-use parley_domain::{ConvId, DeliveryMode, DeviceId, Rejection, UserId};
-use sqlx::{PgPool, Row};
+use parley_domain::{DeviceId, UserId};
 
-use super::rows::commit;
+use super::{PgStore, PgTx};
 use crate::error::StoreError;
-use crate::types::{MemberSnapshot, Route};
+use crate::flow::route::{Gateways, RouteTx};
+use crate::sql;
+use crate::types::Route;
 
-pub(super) async fn renew_gateway(
-    pool: &PgPool,
-    gateway_id: &str,
-    lease_ms: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO gateways (gateway_id, lease_until) VALUES ($1, now() + make_interval(secs => $2 / 1000.0))
-         ON CONFLICT (gateway_id) DO UPDATE SET lease_until = EXCLUDED.lease_until",
-    )
-    .bind(gateway_id)
-    .bind(lease_ms as f64)
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
-pub(super) async fn claim_route(pool: &PgPool, route: &Route) -> Result<Option<Route>, StoreError> {
-    let mut tx = pool.begin().await?;
-    let prev = sqlx::query(
-        "SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2 FOR UPDATE",
-    )
-    .bind(route.user_id.as_str())
-    .bind(route.device_id.as_str())
-    .fetch_optional(&mut *tx)
-    .await?;
-    sqlx::query(
-        "INSERT INTO routes (user_id, device_id, gateway_id, conn_id) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (user_id, device_id)
-         DO UPDATE SET gateway_id = EXCLUDED.gateway_id, conn_id = EXCLUDED.conn_id, connected_at = now()",
-    )
-    .bind(route.user_id.as_str())
-    .bind(route.device_id.as_str())
-    .bind(&route.gateway_id)
-    .bind(&route.conn_id)
-    .execute(&mut *tx)
-    .await?;
-    commit(tx).await?;
-    let Some(prev) = prev else { return Ok(None) };
-    Ok(Some(Route {
-        user_id: route.user_id.clone(),
-        device_id: route.device_id.clone(),
-        gateway_id: prev.try_get("gateway_id")?,
-        conn_id: prev.try_get("conn_id")?,
-    }))
-}
-
-pub(super) async fn release_route(
-    pool: &PgPool,
-    user_id: &UserId,
-    device_id: &DeviceId,
-    conn_id: &str,
-) -> Result<bool, StoreError> {
-    // P9: the conn_id condition keeps a newer connection's route.
-    let done =
-        sqlx::query("DELETE FROM routes WHERE user_id = $1 AND device_id = $2 AND conn_id = $3")
-            .bind(user_id.as_str())
-            .bind(device_id.as_str())
-            .bind(conn_id)
-            .execute(pool)
-            .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-pub(super) async fn current_members(
-    pool: &PgPool,
-    conv_id: &ConvId,
-) -> Result<MemberSnapshot, StoreError> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
-    let conv = sqlx::query(
-        "SELECT next_seq, delivery_mode, pull_threshold FROM conversations WHERE conv_id = $1",
-    )
-    .bind(conv_id.as_str())
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(conv) = conv else {
-        return Err(Rejection::NotMember.into());
-    };
-    let next: i64 = conv.try_get("next_seq")?;
-    let mode: String = conv.try_get("delivery_mode")?;
-    let delivery_mode = DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Push);
-    let threshold: Option<i32> = conv.try_get("pull_threshold")?;
-    let rows = sqlx::query(
-        "SELECT user_id, from_seq FROM membership_periods WHERE conv_id = $1 AND to_seq IS NULL",
-    )
-    .bind(conv_id.as_str())
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    let mut members = Vec::with_capacity(rows.len());
-    for r in &rows {
-        members.push((
-            UserId::from_trusted(r.try_get("user_id")?),
-            r.try_get("from_seq")?,
-        ));
+impl Gateways for PgStore {
+    /// One statement on the pool.
+    async fn delete_route(
+        &self,
+        device: (&UserId, &DeviceId),
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        sql::release_route(&mut *self.pool.acquire().await?, device, conn_id).await
     }
-    Ok(MemberSnapshot {
-        head: next - 1,
-        members,
-        delivery_mode,
-        // Only a push group whose mode the member count decides can still switch.
-        pull_threshold: threshold
-            .filter(|_| delivery_mode == DeliveryMode::Push)
-            .and_then(|t| u32::try_from(t).ok()),
-    })
+
+    async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO gateways (gateway_id, lease_until) VALUES ($1, now() + make_interval(secs => $2 / 1000.0))
+             ON CONFLICT (gateway_id) DO UPDATE SET lease_until = EXCLUDED.lease_until",
+        )
+        .bind(gateway_id)
+        .bind(lease_ms as f64)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+impl RouteTx for PgTx<'_> {
+    const ROUTE_OF_SQL: &'static str =
+        "SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2 FOR UPDATE";
+
+    async fn upsert_route(&mut self, route: &Route) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO routes (user_id, device_id, gateway_id, conn_id) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (user_id, device_id)
+             DO UPDATE SET gateway_id = EXCLUDED.gateway_id, conn_id = EXCLUDED.conn_id, connected_at = now()",
+        )
+        .bind(route.user_id.as_str())
+        .bind(route.device_id.as_str())
+        .bind(&route.gateway_id)
+        .bind(&route.conn_id)
+        .execute(&mut **self)
+        .await?;
+        Ok(())
+    }
 }

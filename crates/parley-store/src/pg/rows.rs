@@ -1,44 +1,40 @@
-//! Row decoding and the commit helper shared by the PostgreSQL modules.
+//! The query interface (`query.rs`) and the transaction ends on PostgreSQL.
 
 use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, Event, EventKind, UserId};
-use sqlx::postgres::PgRow;
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres, Row};
+use uuid::Uuid;
 
+use super::PgTx;
 use crate::error::StoreError;
+use crate::query::{sqlx_backend, Arg};
 
-pub(super) fn event_from_row(conv_id: &ConvId, row: &PgRow) -> Result<Event, StoreError> {
-    let kind: String = row.try_get("kind")?;
-    let kind = EventKind::parse(&kind)
-        .ok_or_else(|| StoreError::Unavailable(format!("unknown event kind in store: {kind}")))?;
-    let recalled_at: Option<DateTime<Utc>> = row.try_get("recalled_at")?;
-    let recalled = recalled_at.is_some();
-    let body: Option<String> = if recalled { None } else { row.try_get("body")? };
-    Ok(Event {
-        conv_id: conv_id.clone(),
-        seq: row.try_get("seq")?,
-        kind,
-        created_at: row.try_get("created_at")?,
-        message_id: row.try_get("message_id")?,
-        sender_user: row
-            .try_get::<Option<String>, _>("sender_user")?
-            .map(UserId::from_trusted),
-        sender_device: row.try_get("sender_device")?,
-        client_msg_id: row.try_get("client_msg_id")?,
-        body,
-        recalled,
-        subject_user: row
-            .try_get::<Option<String>, _>("subject_user")?
-            .map(UserId::from_trusted),
-        target_seq: row.try_get("target_seq")?,
-    })
+fn bound<'q>(
+    sql: &'q str,
+    args: &[Arg<'q>],
+) -> Result<Query<'q, Postgres, PgArguments>, StoreError> {
+    Ok(args.iter().fold(sqlx::query(sql), |q, arg| match *arg {
+        Arg::Text(s) => q.bind(s),
+        Arg::Int(i) => q.bind(i),
+        Arg::Texts(ids) => q.bind(ids),
+    }))
 }
 
-/// Commits a write transaction. Any failure here is reported as an unknown outcome (P6): the
-/// commit may have reached the server before the connection failed, and only a retry with the
-/// same request key tells the client the truth.
-pub(super) async fn commit(tx: Transaction<'_, Postgres>) -> Result<(), StoreError> {
-    tx.commit()
-        .await
-        .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+/// PostgreSQL has the types.
+fn time(row: &PgRow, column: &str) -> Result<DateTime<Utc>, StoreError> {
+    Ok(row.try_get(column)?)
+}
+
+fn opt_uuid(row: &PgRow, column: &str) -> Result<Option<Uuid>, StoreError> {
+    Ok(row.try_get(column)?)
+}
+
+sqlx_backend! {
+    connection: PgConnection,
+    transaction: PgTx<'_>,
+    row: PgRow,
+    bound: bound,
+    time: time,
+    opt_uuid: opt_uuid,
 }

@@ -1,9 +1,10 @@
 //! The send transaction for several requests at once (SPEC §4, "Batching"): the steps of
 //! `send.rs` once for the whole batch (one lock statement, one key check, one insert, one
-//! commit), with every request decided on its own, in queue order:
+//! commit), with every request decided on its own, in queue order, by the send decision of
+//! every store (`parley_domain::decide::send`):
 //!
 //! - a key already in the log or in the tombstones: `dup`, or `IDEMPOTENCY_MISMATCH` when the
-//!   fingerprint differs (the replay check precedes the membership check, as in `send.rs`);
+//!   fingerprint differs (the replay check precedes the membership check);
 //! - a key taken by an earlier request of the same batch: the same two answers, against it;
 //! - a sender without an open period, or an unknown conversation: `NOT_MEMBER`;
 //! - otherwise the next seq of its conversation.
@@ -21,12 +22,17 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
+use parley_domain::decide::send::{decide, Earlier, KeyCheck, SendDecision};
+use parley_domain::decide::{LogCounter, Slot};
 use parley_domain::Rejection;
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Postgres, Row, Transaction};
+use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
+use super::PgTx;
 use crate::error::StoreError;
+use crate::flow::WriteTx;
+use crate::rows;
 use crate::types::{SendOutcome, SendRequest};
 
 /// Locks the batch's conversations one by one in the order of `$1`, which the caller sorts by
@@ -110,9 +116,9 @@ WITH ins AS (
 /// What the batch decided for one request before the insert.
 enum Decision {
     Answered(Box<Result<SendOutcome, StoreError>>),
-    /// To be written at `seq` with `message_id`.
+    /// To be written at `slot` with `message_id`.
     Write {
-        seq: i64,
+        slot: Slot,
         message_id: Uuid,
     },
     /// A replay of the earlier request `index` of this batch, which is to be written.
@@ -121,24 +127,14 @@ enum Decision {
     },
 }
 
-/// A request key found in the log or in the tombstones.
-struct Prior {
-    seq: i64,
-    message_id: Uuid,
-    request_hash: String,
-    purged: bool,
-}
-
 /// What the batch read under its locks.
 struct Checked {
-    /// Each locked conversation's `next_seq` and message count.
-    counters: HashMap<String, (i64, i64)>,
+    /// Each locked conversation's counters.
+    counters: HashMap<String, LogCounter>,
     /// The locked rows' `ctid`s, as text.
     row_ids: Vec<String>,
-    /// Per request: its key in the log or in the tombstones, if there.
-    priors: Vec<Option<Prior>>,
-    /// Per request: whether its sender has an open period.
-    members: Vec<bool>,
+    /// Per request: its key in the log or in the tombstones, and its sender's open period.
+    checks: Vec<KeyCheck>,
 }
 
 /// Commits `reqs` and answers each in order. `Err`: the batch failed before its commit, so
@@ -149,29 +145,26 @@ pub(super) async fn send_batch(
 ) -> Result<Vec<Result<SendOutcome, StoreError>>, StoreError> {
     let mut tx = pool.begin().await?;
     let checked = lock_and_check(&mut tx, reqs).await?;
-    let decisions = decide(reqs, &checked);
-    let writes: Vec<(usize, i64, Uuid)> = decisions
+    let decisions = decide_each(reqs, &checked);
+    let writes: Vec<(usize, Slot, Uuid)> = decisions
         .iter()
         .enumerate()
         .filter_map(|(i, d)| match d {
-            Decision::Write { seq, message_id } => Some((i, *seq, *message_id)),
+            Decision::Write { slot, message_id } => Some((i, *slot, *message_id)),
             _ => None,
         })
         .collect();
     let mut created = HashMap::new();
     if !writes.is_empty() {
         created = insert(&mut tx, reqs, &writes, &checked).await?;
-        if let Err(e) = super::rows::commit(tx).await {
+        if let Err(e) = tx.commit_or_unknown().await {
             return Ok(answers(reqs, decisions, &created, Some(&e)));
         }
     }
     Ok(answers(reqs, decisions, &created, None))
 }
 
-async fn lock_and_check(
-    tx: &mut Transaction<'static, Postgres>,
-    reqs: &[&SendRequest],
-) -> Result<Checked, StoreError> {
+async fn lock_and_check(tx: &mut PgTx<'_>, reqs: &[&SendRequest]) -> Result<Checked, StoreError> {
     let convs: BTreeSet<&str> = reqs.iter().map(|r| r.conv_id.as_str()).collect();
     let convs: Vec<&str> = convs.into_iter().collect();
     let locked = sqlx::query(SEND_BATCH_LOCK_SQL)
@@ -184,7 +177,7 @@ async fn lock_and_check(
         row_ids.push(row.try_get::<String, _>("row_id")?);
         counters.insert(
             row.try_get::<String, _>("conv_id")?,
-            (row.try_get("next_seq")?, row.try_get("msg_count")?),
+            LogCounter::new(row.try_get("next_seq")?, row.try_get("msg_count")?),
         );
     }
     let conv_ids: Vec<&str> = reqs.iter().map(|r| r.conv_id.as_str()).collect();
@@ -196,98 +189,74 @@ async fn lock_and_check(
         .bind(&keys)
         .fetch_all(&mut **tx)
         .await?;
-    let (priors, members) = read_checks(&found, reqs.len())?;
     Ok(Checked {
         counters,
         row_ids,
-        priors,
-        members,
+        checks: read_checks(&found, reqs.len())?,
     })
 }
 
-/// Sorts the key check's rows by request: the key found (the log before the tombstones) and
-/// whether the sender has an open period.
-fn read_checks(rows: &[PgRow], len: usize) -> Result<(Vec<Option<Prior>>, Vec<bool>), StoreError> {
-    let mut priors: Vec<Option<Prior>> = (0..len).map(|_| None).collect();
-    let mut members = vec![false; len];
+/// Sorts the key check's rows by the request they name (`n`, from 1).
+fn read_checks(rows: &[PgRow], len: usize) -> Result<Vec<KeyCheck>, StoreError> {
+    let mut checks = vec![KeyCheck::default(); len];
     for row in rows {
-        let src: &str = row.try_get("src")?;
         let n: i64 = row.try_get("n")?;
-        let i = usize::try_from(n - 1)
+        let check = usize::try_from(n - 1)
             .ok()
-            .filter(|i| *i < len)
+            .and_then(|i| checks.get_mut(i))
             .ok_or_else(|| StoreError::Unavailable(format!("key check named request {n}")))?;
-        if src == "member" {
-            members[i] = true;
-            continue;
-        }
-        let purged = src == "tombstone";
-        if purged && priors[i].is_some() {
-            continue;
-        }
-        let message_id: Option<Uuid> = row.try_get("message_id")?;
-        let message_id = message_id
-            .ok_or_else(|| StoreError::Unavailable("stored message without id".into()))?;
-        priors[i] = Some(Prior {
-            seq: row.try_get("seq")?,
-            message_id,
-            request_hash: row.try_get("request_hash")?,
-            purged,
-        });
+        check.record(rows::key_check(row)?);
     }
-    Ok((priors, members))
+    Ok(checks)
 }
 
-fn decide(reqs: &[&SendRequest], checked: &Checked) -> Vec<Decision> {
+/// Each request's decision, in queue order, by the one send decision of every store; a key
+/// written earlier in the batch counts as taken.
+fn decide_each(reqs: &[&SendRequest], checked: &Checked) -> Vec<Decision> {
     let mut taken: HashMap<(&str, &str, &str), usize> = HashMap::new();
     // The next seq of each conversation, as the batch allocates them.
-    let mut next: HashMap<&str, i64> = checked
+    let mut counters: HashMap<&str, LogCounter> = checked
         .counters
         .iter()
-        .map(|(conv, (next_seq, _))| (conv.as_str(), *next_seq))
+        .map(|(conv, counter)| (conv.as_str(), *counter))
         .collect();
     let mut decisions = Vec::with_capacity(reqs.len());
     for (i, req) in reqs.iter().enumerate() {
-        let conv = req.conv_id.as_str();
-        let sender = req.sender_user.as_str();
-        let key = req.client_msg_id.as_str();
-        let hash = req.request_hash.as_str();
-        let decision = if let Some(prior) = &checked.priors[i] {
-            Decision::Answered(Box::new(if prior.request_hash == hash {
-                Ok(SendOutcome {
-                    conv_id: req.conv_id.clone(),
-                    seq: prior.seq,
-                    message_id: prior.message_id,
-                    dup: true,
-                    purged: prior.purged,
-                    event: None,
-                })
-            } else {
-                Err(Rejection::IdempotencyMismatch.into())
-            }))
-        } else if let Some(&index) = taken.get(&(conv, sender, key)) {
-            if reqs[index].request_hash.as_str() == hash {
-                Decision::SameAs { index }
-            } else {
-                Decision::Answered(Box::new(Err(Rejection::IdempotencyMismatch.into())))
-            }
-        } else if !checked.members[i] {
-            // Also an unknown conversation: it has no members (P10).
-            Decision::Answered(Box::new(Err(Rejection::NotMember.into())))
-        } else if let Some(seq) = next.get_mut(conv) {
-            taken.insert((conv, sender, key), i);
-            let decision = Decision::Write {
-                seq: *seq,
-                message_id: Uuid::new_v4(),
-            };
-            *seq += 1;
-            decision
-        } else {
-            // A member of a conversation whose row is gone cannot happen (periods reference
-            // it); answer like an unknown conversation rather than write without its lock.
-            Decision::Answered(Box::new(Err(Rejection::NotMember.into())))
-        };
-        decisions.push(decision);
+        let key = (
+            req.conv_id.as_str(),
+            req.sender_user.as_str(),
+            req.client_msg_id.as_str(),
+        );
+        let earlier = taken.get(&key).map(|&index| Earlier {
+            index,
+            request_hash: &reqs[index].request_hash,
+        });
+        let answered =
+            |outcome: Result<SendOutcome, StoreError>| Decision::Answered(Box::new(outcome));
+        decisions.push(
+            match decide(&checked.checks[i], earlier, &req.request_hash) {
+                Err(refused) => answered(Err(refused.into())),
+                Ok(SendDecision::Replay {
+                    seq,
+                    message_id,
+                    purged,
+                }) => answered(Ok(req.replayed(seq, message_id, purged))),
+                Ok(SendDecision::ReplayOfEarlier { index }) => Decision::SameAs { index },
+                Ok(SendDecision::Write) => match counters.get_mut(key.0) {
+                    Some(counter) => {
+                        taken.insert(key, i);
+                        Decision::Write {
+                            slot: counter.take_msg(),
+                            message_id: Uuid::new_v4(),
+                        }
+                    }
+                    // A member of a conversation whose row is gone cannot happen (periods
+                    // reference it); answer like an unknown conversation rather than write
+                    // without its lock.
+                    None => answered(Err(Rejection::NotMember.into())),
+                },
+            },
+        );
     }
     decisions
 }
@@ -307,38 +276,44 @@ struct Rows<'a> {
 }
 
 async fn insert(
-    tx: &mut Transaction<'static, Postgres>,
+    tx: &mut PgTx<'_>,
     reqs: &[&SendRequest],
-    writes: &[(usize, i64, Uuid)],
+    writes: &[(usize, Slot, Uuid)],
     checked: &Checked,
 ) -> Result<HashMap<(String, i64), DateTime<Utc>>, StoreError> {
-    let counters = &checked.counters;
     let mut rows = Rows::default();
-    // Each conversation's last seq and message count after the batch.
-    let mut last: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    // Each conversation's last slot after the batch.
+    let mut last: BTreeMap<&str, Slot> = BTreeMap::new();
     // One read position per (conversation, sender): their last new message.
     let mut marks: HashMap<(&str, &str), i64> = HashMap::new();
-    for &(i, seq, message_id) in writes {
+    for &(i, slot, message_id) in writes {
         let req = reqs[i];
         let conv = req.conv_id.as_str();
-        let count_before = counters.get(conv).map_or(0, |(_, count)| *count);
-        let entry = last.entry(conv).or_insert((seq, count_before));
-        entry.0 = entry.0.max(seq);
-        entry.1 += 1;
+        // Each conversation's writes take its seqs without a hole from its locked next_seq.
+        let expected = match last.get(conv) {
+            Some(prev) => prev.seq + 1,
+            None => checked.counters.get(conv).map_or(0, LogCounter::next_seq),
+        };
+        assert_eq!(slot.seq, expected, "batch seq of {conv} off its counter");
+        last.insert(conv, slot);
         rows.convs.push(conv);
-        rows.seqs.push(seq);
+        rows.seqs.push(slot.seq);
         rows.ids.push(message_id);
         rows.senders.push(req.sender_user.as_str());
         rows.devices.push(req.sender_device.as_str());
         rows.keys.push(req.client_msg_id.as_str());
         rows.hashes.push(req.request_hash.as_str());
         rows.bodies.push(req.body.as_str());
-        rows.ordinals.push(entry.1);
-        let mark = marks.entry((conv, req.sender_user.as_str())).or_insert(seq);
-        *mark = (*mark).max(seq);
+        rows.ordinals.push(slot.msg_ordinal);
+        let mark = marks
+            .entry((conv, req.sender_user.as_str()))
+            .or_insert(slot.seq);
+        *mark = (*mark).max(slot.seq);
     }
-    let (last_convs, (last_seqs, last_counts)): (Vec<&str>, (Vec<i64>, Vec<i64>)) =
-        last.into_iter().unzip();
+    let (last_convs, (last_seqs, last_counts)): (Vec<&str>, (Vec<i64>, Vec<i64>)) = last
+        .into_iter()
+        .map(|(conv, slot)| (conv, (slot.seq, slot.msg_ordinal)))
+        .unzip();
     let (mark_keys, mark_seqs): (Vec<(&str, &str)>, Vec<i64>) = marks.into_iter().unzip();
     let (mark_convs, mark_users): (Vec<&str>, Vec<&str>) = mark_keys.into_iter().unzip();
     let returned = sqlx::query(SEND_BATCH_INSERT_SQL)
@@ -397,7 +372,7 @@ fn answers(
         Ok(reqs[i].committed(seq, message_id, created_at))
     };
     let seq_of = |index: usize| match decisions.get(index) {
-        Some(Decision::Write { seq, message_id }) => Some((*seq, *message_id)),
+        Some(Decision::Write { slot, message_id }) => Some((slot.seq, *message_id)),
         _ => None,
     };
     decisions
@@ -405,7 +380,7 @@ fn answers(
         .enumerate()
         .map(|(i, d)| match d {
             Decision::Answered(outcome) => outcome.as_ref().clone(),
-            Decision::Write { seq, message_id } => written(i, *seq, *message_id),
+            Decision::Write { slot, message_id } => written(i, slot.seq, *message_id),
             Decision::SameAs { index } => {
                 let Some((seq, message_id)) = seq_of(*index) else {
                     return Err(StoreError::Unavailable(
@@ -415,14 +390,7 @@ fn answers(
                 if let Some(e) = commit_failed {
                     return Err(e.clone());
                 }
-                Ok(SendOutcome {
-                    conv_id: reqs[i].conv_id.clone(),
-                    seq,
-                    message_id,
-                    dup: true,
-                    purged: false,
-                    event: None,
-                })
+                Ok(reqs[i].replayed(seq, message_id, false))
             }
         })
         .collect()

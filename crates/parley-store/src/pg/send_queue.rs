@@ -151,7 +151,7 @@ impl SendQueue {
 async fn commit(pool: &PgPool, batch: Vec<Waiting>) {
     if batch.len() == 1 {
         for w in batch {
-            let outcome = send::send(pool, &w.req).await;
+            let outcome = send::send_one(pool, &w.req).await;
             let _ = w.reply.send(outcome);
         }
         return;
@@ -168,7 +168,7 @@ async fn commit(pool: &PgPool, batch: Vec<Waiting>) {
         Err(e) => {
             tracing::debug!(error = %e, sends = batch.len(), "batch failed before commit; sending one by one");
             for w in batch {
-                let outcome = send::send(pool, &w.req).await;
+                let outcome = send::send_one(pool, &w.req).await;
                 let _ = w.reply.send(outcome);
             }
         }

@@ -27,17 +27,20 @@ mod recall;
 mod retention;
 mod rows;
 mod send;
+mod views;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::pool::PoolConnection;
+use sqlx::query::Query;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
-use crate::{error::StoreError, store::Store, types::*};
+use crate::backend::Backend;
+use crate::error::StoreError;
 
 /// Connections of the read pool: readers run in parallel in WAL mode, and more than a few per
 /// core only adds threads (each SQLite connection has its own worker thread).
@@ -54,7 +57,7 @@ pub const DB_FILE_NAME: &str = "parley.db";
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 /// A transaction on one of the pools: a write (holding the write lock) or a read (one snapshot).
-type Tx = Transaction<'static, Sqlite>;
+type Tx<'c> = Transaction<'c, Sqlite>;
 
 #[derive(Clone)]
 pub struct SqliteStore {
@@ -114,14 +117,17 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Starts a write transaction holding the write lock (`BEGIN IMMEDIATE`).
-    async fn begin_write(&self) -> Result<Tx, StoreError> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
-    }
-
-    /// Starts a read transaction: one snapshot from its first statement to its end.
-    async fn begin_read(&self) -> Result<Tx, StoreError> {
-        Ok(self.reader.begin().await?)
+    /// Runs one statement in a write transaction of its own and answers the rows it changed. A
+    /// failed commit here is `Unavailable`, as for the single statements of the PostgreSQL
+    /// store: none of these is a send whose retry needs the outcome-unknown answer.
+    async fn write_one<'q>(
+        &self,
+        statement: Query<'q, Sqlite, SqliteArguments<'q>>,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let changed = statement.execute(&mut *tx).await?.rows_affected();
+        tx.commit().await?;
+        Ok(changed)
     }
 
     /// Closes both pools; later calls fail as unavailable. Tests use it to let go of the file.
@@ -131,173 +137,30 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
-impl Store for SqliteStore {
-    async fn migrate(&self) -> Result<(), StoreError> {
+/// The store's contract is `store_impl.rs` over these and the statements of `admin.rs`,
+/// `realtime.rs` and `retention.rs`.
+impl Backend for SqliteStore {
+    type Tx = Tx<'static>;
+    type Conn = PoolConnection<Sqlite>;
+
+    /// Holds the write lock from the first statement (`BEGIN IMMEDIATE`).
+    async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// On a `query_only` connection; in WAL mode, one snapshot from the first statement.
+    async fn begin_read(&self) -> Result<Tx<'static>, StoreError> {
+        Ok(self.reader.begin().await?)
+    }
+
+    async fn connection(&self) -> Result<PoolConnection<Sqlite>, StoreError> {
+        Ok(self.reader.acquire().await?)
+    }
+
+    async fn migrate_schema(&self) -> Result<(), StoreError> {
         MIGRATOR
             .run(&self.writer)
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.reader).await?;
-        Ok(())
-    }
-
-    async fn create_user(
-        &self,
-        user_id: &UserId,
-        display_name: Option<&str>,
-    ) -> Result<User, StoreError> {
-        admin::create_user(self, user_id, display_name).await
-    }
-
-    async fn issue_device_token(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        token_hash: &str,
-    ) -> Result<(), StoreError> {
-        admin::issue_device_token(self, user_id, device_id, token_hash).await
-    }
-
-    async fn revoke_device(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-    ) -> Result<(), StoreError> {
-        admin::revoke_device(self, user_id, device_id).await
-    }
-
-    async fn authenticate(&self, token_hash: &str) -> Result<Option<DeviceIdentity>, StoreError> {
-        admin::authenticate(self, token_hash).await
-    }
-
-    async fn create_conversation(
-        &self,
-        req: &NewConversation,
-    ) -> Result<CreatedConversation, StoreError> {
-        membership::create_conversation(self, req).await
-    }
-
-    async fn get_conversation(
-        &self,
-        conv_id: &ConvId,
-        viewer: &UserId,
-    ) -> Result<ConversationView, StoreError> {
-        read::get_conversation(self, conv_id, viewer).await
-    }
-
-    async fn list_conversations(
-        &self,
-        viewer: &UserId,
-        since: Option<&str>,
-    ) -> Result<ConversationFeed, StoreError> {
-        read::list_conversations(self, viewer, since).await
-    }
-
-    async fn add_member(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-    ) -> Result<MembershipChange, StoreError> {
-        membership::add_member(self, conv_id, actor, target).await
-    }
-
-    async fn remove_member(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-    ) -> Result<MembershipChange, StoreError> {
-        membership::remove_member(self, conv_id, actor, target).await
-    }
-
-    async fn set_role(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target: &UserId,
-        role: Role,
-    ) -> Result<Role, StoreError> {
-        membership::set_role(self, conv_id, actor, target, role).await
-    }
-
-    async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
-        send::send(self, req).await
-    }
-
-    async fn events(
-        &self,
-        conv_id: &ConvId,
-        viewer: &UserId,
-        query: EventsQuery,
-        limit: u32,
-    ) -> Result<EventsPage, StoreError> {
-        read::events(self, conv_id, viewer, query, limit).await
-    }
-
-    async fn recall(
-        &self,
-        conv_id: &ConvId,
-        actor: &UserId,
-        target_seq: i64,
-        now: DateTime<Utc>,
-    ) -> Result<RecallOutcome, StoreError> {
-        recall::recall(self, conv_id, actor, target_seq, now).await
-    }
-
-    async fn mark_read(
-        &self,
-        conv_id: &ConvId,
-        user: &UserId,
-        seq: i64,
-    ) -> Result<i64, StoreError> {
-        read::mark_read(self, conv_id, user, seq).await
-    }
-
-    async fn purge_batch(
-        &self,
-        now: DateTime<Utc>,
-        batch_events_max: u32,
-    ) -> Result<PurgeReport, StoreError> {
-        retention::purge_batch(self, now, batch_events_max).await
-    }
-
-    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
-        retention::expire_tombstones(self, older_than).await
-    }
-
-    async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
-        realtime::renew_gateway(self, gateway_id, lease_ms).await
-    }
-
-    async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError> {
-        realtime::claim_route(self, route).await
-    }
-
-    async fn release_route(
-        &self,
-        user_id: &UserId,
-        device_id: &DeviceId,
-        conn_id: &str,
-    ) -> Result<bool, StoreError> {
-        realtime::release_route(self, user_id, device_id, conn_id).await
-    }
-
-    async fn current_members(&self, conv_id: &ConvId) -> Result<MemberSnapshot, StoreError> {
-        realtime::current_members(self, conv_id).await
-    }
-
-    async fn log_range(
-        &self,
-        conv_id: &ConvId,
-        after: i64,
-        upto: i64,
-        limit: u32,
-    ) -> Result<Vec<Event>, StoreError> {
-        read::log_range(self, conv_id, after, upto, limit).await
     }
 }

@@ -1,13 +1,14 @@
-//! Row decoding, timestamps, ids and the commit helper shared by the SQLite modules.
+//! Timestamps, ids, the query interface (`query.rs`) and the transaction ends on SQLite.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use parley_domain::{ConvId, Event, EventKind, UserId};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::query::Query;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{Row, Sqlite, SqliteConnection};
 use uuid::Uuid;
 
 use super::Tx;
 use crate::error::StoreError;
+use crate::query::{sqlx_backend, Arg};
 
 /// The current time at the precision the store keeps (microseconds, like PostgreSQL's
 /// timestamptz), so an event answered from memory equals the same event read back.
@@ -38,42 +39,40 @@ pub(super) fn parse_uuid(s: &str) -> Result<Uuid, StoreError> {
         .map_err(|e| StoreError::Unavailable(format!("bad message id in store {s:?}: {e}")))
 }
 
-pub(super) fn event_from_row(conv_id: &ConvId, row: &SqliteRow) -> Result<Event, StoreError> {
-    let kind: String = row.try_get("kind")?;
-    let kind = EventKind::parse(&kind)
-        .ok_or_else(|| StoreError::Unavailable(format!("unknown event kind in store: {kind}")))?;
-    let recalled_at: Option<String> = row.try_get("recalled_at")?;
-    let recalled = recalled_at.is_some();
-    let body: Option<String> = if recalled { None } else { row.try_get("body")? };
-    let created_at: String = row.try_get("created_at")?;
-    let message_id: Option<String> = row.try_get("message_id")?;
-    Ok(Event {
-        conv_id: conv_id.clone(),
-        seq: row.try_get("seq")?,
-        kind,
-        created_at: parse_ts(&created_at)?,
-        message_id: message_id.as_deref().map(parse_uuid).transpose()?,
-        sender_user: row
-            .try_get::<Option<String>, _>("sender_user")?
-            .map(UserId::from_trusted),
-        sender_device: row.try_get("sender_device")?,
-        client_msg_id: row.try_get("client_msg_id")?,
-        body,
-        recalled,
-        subject_user: row
-            .try_get::<Option<String>, _>("subject_user")?
-            .map(UserId::from_trusted),
-        target_seq: row.try_get("target_seq")?,
-    })
+fn bound<'q>(
+    sql: &'q str,
+    args: &[Arg<'q>],
+) -> Result<Query<'q, Sqlite, SqliteArguments<'q>>, StoreError> {
+    let mut q = sqlx::query(sql);
+    for arg in args {
+        q = match *arg {
+            Arg::Text(s) => q.bind(s),
+            Arg::Int(i) => q.bind(i),
+            Arg::Texts(ids) => q.bind(json_list(ids.iter().map(String::as_str))?),
+        };
+    }
+    Ok(q)
 }
 
-/// Commits a write transaction. Any failure here is reported as an unknown outcome (P6): the
-/// commit may have reached the file before the error was raised, and only a retry with the same
-/// request key tells the client the truth. The transaction is rolled back when it is dropped.
-pub(super) async fn commit(tx: Tx) -> Result<(), StoreError> {
-    tx.commit()
-        .await
-        .map_err(|e| StoreError::OutcomeUnknown(e.to_string()))
+/// Times are RFC 3339 text here.
+fn time(row: &SqliteRow, column: &str) -> Result<DateTime<Utc>, StoreError> {
+    parse_ts(row.try_get(column)?)
+}
+
+/// Message ids are hyphenated text here.
+fn opt_uuid(row: &SqliteRow, column: &str) -> Result<Option<Uuid>, StoreError> {
+    row.try_get::<Option<&str>, _>(column)?
+        .map(parse_uuid)
+        .transpose()
+}
+
+sqlx_backend! {
+    connection: SqliteConnection,
+    transaction: Tx<'_>,
+    row: SqliteRow,
+    bound: bound,
+    time: time,
+    opt_uuid: opt_uuid,
 }
 
 /// Takes the next value of the change clock for this write transaction (see the schema): the
@@ -85,4 +84,13 @@ pub(super) async fn tick(conn: &mut SqliteConnection) -> Result<i64, StoreError>
             .fetch_one(&mut *conn)
             .await?,
     )
+}
+
+/// A list of ids as one JSON array parameter, which `json_each` turns back into rows: SQLite has
+/// no array type.
+pub(super) fn json_list<'a>(
+    items: impl IntoIterator<Item = &'a str>,
+) -> Result<String, StoreError> {
+    let items: Vec<&str> = items.into_iter().collect();
+    serde_json::to_string(&items).map_err(|e| StoreError::Unavailable(e.to_string()))
 }

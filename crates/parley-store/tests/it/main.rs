@@ -2,7 +2,6 @@
 //! builds fast and small. Each module below is one former test file.
 
 mod contract;
-mod pg_bus;
 mod pg_contract;
 mod pg_controls;
 mod pg_failure;

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::restart_safety::{free_addr, wait_ready};
+use parley_testkit::{free_addr, wait_ready};
 
 const ADMIN_TOKEN: &str = "conn-hardening-admin-token";
 

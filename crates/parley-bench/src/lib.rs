@@ -1,0 +1,128 @@
+//! `parley bench`: load against a running server over real sockets, through the client SDK.
+//!
+//! Scenario `push-latency`: one sender sends over HTTP at a fixed concurrency into one group or
+//! round robin into several (`--groups`); a second user's device, a member of each, holds a
+//! WebSocket. For every message the report gives the ack latency (send to ack), the push latency (send to push) and the push lag behind the ack (push
+//! arrival minus ack arrival), each as percentiles.
+//!
+//! The load model of SPEC §13 (`seed-peak`, `saturate`, `hot-conversation`,
+//! `reconnect-storm`) runs through simulated devices, each an SDK realtime session; every
+//! device's deliveries are checked against the acks through a final sync. `harness.rs` runs
+//! their phases; each scenario's file holds only what is its own.
+
+mod cpu;
+mod fixtures;
+mod large_group;
+mod push_latency;
+mod report;
+mod sync_feed;
+
+mod baseline;
+mod conclude;
+mod devices;
+mod harness;
+mod hot_conversation;
+mod load;
+mod load_report;
+mod plots;
+mod progress;
+mod reconnect_storm;
+mod saturate;
+mod seed_peak;
+mod verify;
+mod world;
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Commit-to-push latency: sends over HTTP, pushes over WebSocket.
+    PushLatency,
+    /// The sync feed of a user with many conversations, and a 10,000-event catch-up.
+    SyncFeed,
+    /// Fanout to a large group, push or pull: send-to-delivery and server CPU per message.
+    LargeGroup,
+    /// The seed's peak: 1,250 sends/s over direct chats, groups and one hot group.
+    SeedPeak,
+    /// Closed loop with rising concurrency until throughput stops rising.
+    Saturate,
+    /// Every sender on one conversation.
+    HotConversation,
+    /// Every device drops and resyncs at once, under load.
+    ReconnectStorm,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub url: String,
+    /// The server's admin token: the benchmark creates its own users and devices.
+    #[arg(long, env = "PARLEY_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: String,
+    #[arg(long, value_enum, default_value = "push-latency")]
+    pub scenario: Scenario,
+    /// Messages to send.
+    #[arg(long, default_value_t = 10_000)]
+    pub messages: usize,
+    /// Sends in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Group conversations the push-latency sends are spread over, round robin. One is a
+    /// single hot conversation (in PostgreSQL every send waits for the same row lock); several
+    /// show the store's ceiling across conversations.
+    #[arg(long, default_value_t = 1)]
+    pub groups: usize,
+    /// Conversations of the reading user (sync-feed).
+    #[arg(long, default_value_t = 1_000)]
+    pub conversations: usize,
+    /// Messages already in each conversation before measuring (sync-feed).
+    #[arg(long, default_value_t = 50)]
+    pub backlog: usize,
+    /// Directory for report.json.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub large_group: large_group::LargeGroupArgs,
+    /// Seconds of load (load-model scenarios).
+    #[arg(long, default_value_t = 30)]
+    pub duration: u64,
+    /// Sends per second, open loop: latency counts from each send's scheduled time. Each
+    /// scenario has its own default; for hot-conversation it switches from closed to open loop.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// PostgreSQL server for the raw-transaction baseline; it runs in a scratch database that
+    /// is created there and dropped afterwards.
+    #[arg(long, hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Users to create (scenario default when absent).
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Devices online (scenario default when absent).
+    #[arg(long)]
+    pub online: Option<usize>,
+    /// Senders of hot-conversation, each one member of the conversation (closed loop: one
+    /// send in flight each).
+    #[arg(long, default_value_t = 16)]
+    pub senders: usize,
+    /// Highest concurrency saturate tries (the baseline opens as many PostgreSQL connections).
+    #[arg(long, default_value_t = 64)]
+    pub max_concurrency: usize,
+    /// Seed of the random choices (who talks to whom, who sends).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    match args.scenario {
+        Scenario::PushLatency => push_latency::run(&args).await,
+        Scenario::SyncFeed => sync_feed::run(&args).await,
+        Scenario::LargeGroup => large_group::run(&args).await,
+        Scenario::SeedPeak => harness::run(&args, &seed_peak::SeedPeak).await,
+        Scenario::Saturate => harness::run(&args, &saturate::Saturate).await,
+        Scenario::HotConversation => harness::run(&args, &hot_conversation::HotConversation).await,
+        Scenario::ReconnectStorm => harness::run(&args, &reconnect_storm::ReconnectStorm).await,
+    }
+}

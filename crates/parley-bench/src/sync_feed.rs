@@ -1,0 +1,215 @@
+//! The sync-feed scenario: what a device pays to learn what changed and to catch up.
+//!
+//! A reader belongs to `--conversations` groups with `--backlog` unread messages each (written
+//! through the normal send path). Measured: the full feed (no token) and the incremental feed
+//! after 100 conversations changed, each repeated; then the catch-up of the 10,000 events
+//! written into those 100 conversations (events-after in pages of 500 per changed
+//! conversation), repeated from the same starting state.
+
+use std::time::Instant;
+
+use anyhow::{ensure, Result};
+use hdrhistogram::Histogram;
+use parley_client::{AdminClient, Client, Conversation, NewConversation};
+use serde_json::json;
+
+use crate::fixtures::{bounded, run_tag, user_with_device};
+use crate::report::{micros_histogram, percentiles_ms, publish, record};
+use crate::BenchArgs;
+
+/// Conversations that change between the two feed calls, and messages written into each:
+/// 100 x 100 = the 10,000-event catch-up.
+const CHANGED_CONVERSATIONS: usize = 100;
+const MESSAGES_PER_CHANGED: usize = 100;
+/// Repetitions of each measured call.
+const FEED_CALLS: usize = 30;
+const CATCH_UP_RUNS: usize = 5;
+/// Writes in flight while seeding.
+const SEED_CONCURRENCY: usize = 32;
+/// The largest page of events-after.
+const PAGE_LIMIT: u32 = 500;
+
+pub async fn run(args: &BenchArgs) -> Result<()> {
+    let world = seed(args).await?;
+    let full = full_feed(args, &world).await?;
+    let changed = incremental_feed(&world, &full.token).await?;
+    let catch_up = catch_up(args, &world, &changed.conversations).await?;
+    let report = json!({
+        "scenario": "sync-feed",
+        "conversations": world.convs.len(),
+        "backlog_per_conversation": args.backlog,
+        "seed_s": world.seed_s,
+        "full_feed_ms": percentiles_ms(&full.latency),
+        "changed_conversations": changed.conversations.len(),
+        "incremental_feed_ms": percentiles_ms(&changed.latency),
+        "catch_up_events": catch_up.events,
+        "catch_up_pages": catch_up.pages,
+        "catch_up_ms": percentiles_ms(&catch_up.latency),
+    });
+    publish(&args.out, &report)
+}
+
+/// The reader, the writer and the reader's conversations, seeded with the backlog.
+struct World {
+    reader: Client,
+    writer: Client,
+    convs: Vec<String>,
+    seed_s: f64,
+}
+
+async fn seed(args: &BenchArgs) -> Result<World> {
+    let tag = run_tag(8);
+    let admin = AdminClient::new(&args.url, &args.admin_token)?;
+    let (reader_id, writer_id) = (format!("sync-r-{tag}"), format!("sync-w-{tag}"));
+    let reader = admin.device_client(&user_with_device(&admin, &reader_id).await?);
+    let writer = admin.device_client(&user_with_device(&admin, &writer_id).await?);
+    let convs: Vec<String> = (0..args.conversations)
+        .map(|i| format!("sync-{tag}-{i}"))
+        .collect();
+    let seeding = Instant::now();
+    bounded(convs.len(), SEED_CONCURRENCY, |i| {
+        let req = NewConversation::group([reader_id.as_str()]).with_conv_id(&convs[i]);
+        let writer = &writer;
+        async move {
+            writer.create_conversation(&req).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    write_messages(&writer, &convs, args.backlog, "b").await?;
+    let seed_s = seeding.elapsed().as_secs_f64();
+    println!(
+        "seeded {} conversations x {} messages in {seed_s:.1} s",
+        convs.len(),
+        args.backlog
+    );
+    Ok(World {
+        reader,
+        writer,
+        convs,
+        seed_s,
+    })
+}
+
+/// `per_conv` messages into each of `convs`, written concurrently.
+async fn write_messages(
+    writer: &Client,
+    convs: &[String],
+    per_conv: usize,
+    tag: &str,
+) -> Result<()> {
+    let jobs: Vec<(&str, usize)> = convs
+        .iter()
+        .flat_map(|c| (0..per_conv).map(move |i| (c.as_str(), i)))
+        .collect();
+    bounded(jobs.len(), SEED_CONCURRENCY, |i| {
+        let (conv, n) = jobs[i];
+        async move {
+            writer
+                .send_with_retry(conv, &format!("{tag}-{n}"), "backlog message")
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// The full feed, its latency and the token of the last call.
+struct FullFeed {
+    latency: Histogram<u64>,
+    token: String,
+}
+
+async fn full_feed(args: &BenchArgs, world: &World) -> Result<FullFeed> {
+    let mut latency = micros_histogram()?;
+    let mut token = String::new();
+    let mut unread_total = 0;
+    for _ in 0..FEED_CALLS {
+        let started = Instant::now();
+        let feed = world.reader.list_conversations(None).await?;
+        record(&mut latency, started.elapsed());
+        ensure!(
+            feed.conversations.len() == world.convs.len(),
+            "full feed has {} conversations",
+            feed.conversations.len()
+        );
+        unread_total = feed.conversations.iter().map(|c| c.unread).sum::<i64>();
+        token = feed.sync_token;
+    }
+    ensure!(
+        unread_total == (world.convs.len() * args.backlog) as i64,
+        "unread total {unread_total}"
+    );
+    Ok(FullFeed { latency, token })
+}
+
+/// The incremental feed after [`CHANGED_CONVERSATIONS`] changed, and what it returned.
+struct ChangedFeed {
+    latency: Histogram<u64>,
+    conversations: Vec<Conversation>,
+}
+
+/// 100 conversations change; the incremental feed returns exactly them.
+async fn incremental_feed(world: &World, token: &str) -> Result<ChangedFeed> {
+    let changed = &world.convs[..CHANGED_CONVERSATIONS.min(world.convs.len())];
+    write_messages(&world.writer, changed, MESSAGES_PER_CHANGED, "c").await?;
+    let mut latency = micros_histogram()?;
+    let mut conversations = Vec::new();
+    for _ in 0..FEED_CALLS {
+        let started = Instant::now();
+        let feed = world.reader.list_conversations(Some(token)).await?;
+        record(&mut latency, started.elapsed());
+        conversations = feed.conversations;
+    }
+    ensure!(
+        conversations.len() == changed.len(),
+        "incremental feed has {} conversations",
+        conversations.len()
+    );
+    Ok(ChangedFeed {
+        latency,
+        conversations,
+    })
+}
+
+/// The catch-up's latency, and the events and pages of its last run.
+struct CatchUp {
+    latency: Histogram<u64>,
+    events: usize,
+    pages: usize,
+}
+
+/// Events-after from each changed conversation's cursor (the head before the change).
+async fn catch_up(args: &BenchArgs, world: &World, changed: &[Conversation]) -> Result<CatchUp> {
+    let cursor = 2 + args.backlog as i64;
+    let mut out = CatchUp {
+        latency: micros_histogram()?,
+        events: 0,
+        pages: 0,
+    };
+    for _ in 0..CATCH_UP_RUNS {
+        let started = Instant::now();
+        (out.events, out.pages) = (0, 0);
+        for conv in changed {
+            let mut after = cursor;
+            while after < conv.head {
+                let page = world
+                    .reader
+                    .events_after(&conv.conv_id, after, Some(PAGE_LIMIT), Some(conv.epoch))
+                    .await?;
+                out.events += page.events.len();
+                out.pages += 1;
+                ensure!(page.through_seq > after, "no progress at {after}");
+                after = page.through_seq;
+            }
+        }
+        record(&mut out.latency, started.elapsed());
+    }
+    ensure!(
+        out.events == CHANGED_CONVERSATIONS * MESSAGES_PER_CHANGED,
+        "caught up {} events",
+        out.events
+    );
+    Ok(out)
+}

@@ -1,0 +1,88 @@
+//! The send transaction (SPEC §4): lock the conversation, check the request key in the log and
+//! in the tombstones and the sender's open period, insert at `next_seq`, advance the counter,
+//! move the sender's read position, commit.
+//!
+//! The checks run under the lock and in statements issued after it was granted, so each sees
+//! every send that committed before: two identical concurrent requests resolve to one row and
+//! one `dup = false`. (A single statement that locked and checked at once would re-check only
+//! the locked row after waiting and miss the other's new event.)
+
+use chrono::{DateTime, Utc};
+use parley_domain::decide::send::{decide, KeyCheck, SendDecision};
+use parley_domain::decide::{LogCounter, Slot};
+use parley_domain::{ConvId, Rejection};
+use uuid::Uuid;
+
+use super::{StoreFuture, WriteTx};
+use crate::error::StoreError;
+use crate::types::{SendOutcome, SendRequest};
+use crate::{rows, sql};
+
+/// The primitives of the send transaction.
+pub(crate) trait SendTx: WriteTx {
+    /// Locks conversation `$1` for this transaction and reads its `next_seq` and `msg_count`.
+    const LOCK_FOR_SEND_SQL: &'static str;
+
+    /// Locks the conversation and reads its counters; `None` when it does not exist.
+    fn lock_for_send(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogCounter>> {
+        sql::conversation_row(
+            self,
+            Self::LOCK_FOR_SEND_SQL,
+            conv_id.as_str(),
+            rows::counter,
+        )
+    }
+    /// The request's key in the log and in the tombstones, and the sender's open period, read
+    /// after the lock.
+    fn key_check(&mut self, req: &SendRequest) -> impl StoreFuture<KeyCheck> {
+        sql::key_check(self, req)
+    }
+    /// Inserts the message, advances the counter past it and moves the sender's read position
+    /// to it (an own message is read). Answers the event's `created_at`.
+    fn insert_message(&mut self, msg: &NewMessage<'_>) -> impl StoreFuture<DateTime<Utc>>;
+}
+
+/// A message to insert: the request, its place in the log and its new id.
+pub(crate) struct NewMessage<'a> {
+    pub req: &'a SendRequest,
+    pub slot: Slot,
+    pub message_id: Uuid,
+}
+
+/// Runs one send in `tx`, a fresh write transaction.
+pub(crate) async fn send_in<T: SendTx>(
+    mut tx: T,
+    req: &SendRequest,
+) -> Result<SendOutcome, StoreError> {
+    // 1. The lock; an unknown conversation answers like a non-member (P10).
+    let Some(mut counter) = tx.lock_for_send(&req.conv_id).await? else {
+        return Err(Rejection::NotMember.into());
+    };
+    let next_seq = counter.next_seq();
+    // 2–4. The request key and the sender's period, decided.
+    let check = tx.key_check(req).await?;
+    match decide(&check, None, &req.request_hash)? {
+        SendDecision::Write => {}
+        SendDecision::Replay {
+            seq,
+            message_id,
+            purged,
+        } => return Ok(req.replayed(seq, message_id, purged)),
+        SendDecision::ReplayOfEarlier { .. } => {
+            unreachable!("a lone send has no earlier request")
+        }
+    }
+    // 5. Insert at next_seq, advance the counter, move the sender's read position.
+    let slot = counter.take_msg();
+    assert_eq!(slot.seq, next_seq, "a send written off the counter");
+    let message_id = Uuid::new_v4();
+    let msg = NewMessage {
+        req,
+        slot,
+        message_id,
+    };
+    let created_at = tx.insert_message(&msg).await?;
+    // 6. Commit; only now may the caller ack and announce.
+    tx.commit_or_unknown().await?;
+    Ok(req.committed(slot.seq, message_id, created_at))
+}

@@ -1,0 +1,180 @@
+//! The [`Store`] contract for every backend, once: each call is a flow of `flow/`, a read of
+//! `read.rs` or `views.rs`, or one of the backend's own operations.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
+
+use crate::backend::Backend;
+use crate::error::StoreError;
+use crate::flow::{admin, create, join, leave, read_mark, recall, retention, role, route};
+use crate::store::Store;
+use crate::types::*;
+use crate::{read, views};
+
+#[async_trait]
+impl<B: Backend> Store for B {
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.migrate_schema().await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.ping_database().await
+    }
+
+    async fn create_user(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+    ) -> Result<User, StoreError> {
+        admin::create_user(self, user_id, display_name).await
+    }
+
+    async fn issue_device_token(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        token_hash: &str,
+    ) -> Result<(), StoreError> {
+        admin::issue_device_token(self, user_id, device_id, token_hash).await
+    }
+
+    async fn revoke_device(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+    ) -> Result<(), StoreError> {
+        admin::revoke_device(self, user_id, device_id).await
+    }
+
+    async fn authenticate(&self, token_hash: &str) -> Result<Option<DeviceIdentity>, StoreError> {
+        self.device_of_token(token_hash).await
+    }
+
+    async fn create_conversation(
+        &self,
+        req: &NewConversation,
+    ) -> Result<CreatedConversation, StoreError> {
+        create::create_conversation(self, req).await
+    }
+
+    async fn get_conversation(
+        &self,
+        conv_id: &ConvId,
+        viewer: &UserId,
+    ) -> Result<ConversationView, StoreError> {
+        views::get_conversation(self, conv_id, viewer).await
+    }
+
+    async fn list_conversations(
+        &self,
+        viewer: &UserId,
+        since: Option<&str>,
+    ) -> Result<ConversationFeed, StoreError> {
+        views::list_conversations(self, viewer, since).await
+    }
+
+    async fn add_member(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target: &UserId,
+    ) -> Result<MembershipChange, StoreError> {
+        join::add_member(self, conv_id, actor, target).await
+    }
+
+    async fn remove_member(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target: &UserId,
+    ) -> Result<MembershipChange, StoreError> {
+        leave::remove_member(self, conv_id, actor, target).await
+    }
+
+    async fn set_role(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target: &UserId,
+        role: Role,
+    ) -> Result<Role, StoreError> {
+        role::set_role(self, conv_id, actor, target, role).await
+    }
+
+    async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
+        self.commit_send(req).await
+    }
+
+    async fn events(
+        &self,
+        conv_id: &ConvId,
+        viewer: &UserId,
+        query: EventsQuery,
+        limit: u32,
+    ) -> Result<EventsPage, StoreError> {
+        read::events(self, conv_id, viewer, query, limit).await
+    }
+
+    async fn recall(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        target_seq: i64,
+        now: DateTime<Utc>,
+    ) -> Result<RecallOutcome, StoreError> {
+        recall::recall(self, conv_id, actor, target_seq, now).await
+    }
+
+    async fn mark_read(
+        &self,
+        conv_id: &ConvId,
+        user: &UserId,
+        seq: i64,
+    ) -> Result<i64, StoreError> {
+        read_mark::mark_read(self, conv_id, user, seq).await
+    }
+
+    async fn purge_batch(
+        &self,
+        now: DateTime<Utc>,
+        batch_events_max: u32,
+    ) -> Result<PurgeReport, StoreError> {
+        retention::purge_batch(self, now, batch_events_max).await
+    }
+
+    async fn expire_tombstones(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
+        retention::expire_tombstones(self, older_than).await
+    }
+
+    async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {
+        self.renew_lease(gateway_id, lease_ms).await
+    }
+
+    async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError> {
+        route::claim_route(self, route).await
+    }
+
+    async fn release_route(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+        conn_id: &str,
+    ) -> Result<bool, StoreError> {
+        self.delete_route((user_id, device_id), conn_id).await
+    }
+
+    async fn current_members(&self, conv_id: &ConvId) -> Result<MemberSnapshot, StoreError> {
+        read::current_members(self, conv_id).await
+    }
+
+    async fn log_range(
+        &self,
+        conv_id: &ConvId,
+        after: i64,
+        upto: i64,
+        limit: u32,
+    ) -> Result<Vec<Event>, StoreError> {
+        read::log_range(self, conv_id, (after, upto), limit).await
+    }
+}
