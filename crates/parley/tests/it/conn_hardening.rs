@@ -106,9 +106,9 @@ const ROUNDS: usize = 2;
 /// trickling by then.
 const MEASURE_FROM_MS: u64 = 1_500;
 /// Sends of the normal client per window, one every `PROBE_EVERY_MS`.
-const PROBES_UNLOADED: usize = 200;
-const PROBES_ATTACKED: usize = 300;
-const PROBE_EVERY_MS: u64 = 15;
+const PROBES_UNLOADED: usize = 300;
+const PROBES_ATTACKED: usize = 450;
+const PROBE_EVERY_MS: u64 = 10;
 
 /// What the attack saw: how long the server held each connection before closing it, and the
 /// longest any connection still open at the end had been held.
