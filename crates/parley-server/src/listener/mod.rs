@@ -14,7 +14,7 @@
 
 mod activity;
 mod admission;
-pub mod answers;
+mod answers;
 mod body_deadline;
 mod head_timer;
 mod io;
