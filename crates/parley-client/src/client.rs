@@ -1,7 +1,10 @@
 //! The device client: every device endpoint of SPEC §6, authenticated by one device token.
 
+use std::sync::Arc;
+
 use reqwest::Method;
 use serde_json::Value;
+use tokio::sync::OnceCell;
 use url::Url;
 
 use crate::error::ClientError;
@@ -10,7 +13,7 @@ use crate::raw::RawRequest;
 use crate::request::{NewConversation, ReadBody, RoleBody, SendBody, UserRef};
 use crate::retry::RetryPolicy;
 use crate::types::{
-    Conversation, ConversationList, EventsPage, MembershipSeq, ReadAck, RecallAck, Role,
+    Conversation, ConversationList, EventsPage, Identity, MembershipSeq, ReadAck, RecallAck, Role,
     RoleChange, SendAck,
 };
 
@@ -21,6 +24,8 @@ const CONVERSATIONS: &str = "conversations";
 pub struct Client {
     http: Http,
     retry: RetryPolicy,
+    /// The token's user and device, asked once ([`Client::whoami`]) and shared by clones.
+    identity: Arc<OnceCell<Identity>>,
 }
 
 impl Client {
@@ -37,6 +42,7 @@ impl Client {
         Ok(Self {
             http: Http::new(base_url, token, &options)?,
             retry: options.retry,
+            identity: Arc::default(),
         })
     }
 
@@ -44,6 +50,7 @@ impl Client {
         Self {
             http,
             retry: RetryPolicy::default(),
+            identity: Arc::default(),
         }
     }
 
@@ -52,6 +59,7 @@ impl Client {
         Self {
             http: self.http.with_token(token),
             retry: self.retry,
+            identity: Arc::default(),
         }
     }
 
@@ -75,6 +83,19 @@ impl Client {
 
     pub fn retry_policy(&self) -> RetryPolicy {
         self.retry
+    }
+
+    /// The user and device this client's token belongs to (`GET /v1/me`). Asked once; later
+    /// calls, on this client or its clones, answer from memory.
+    pub async fn whoami(&self) -> Result<Identity, ClientError> {
+        let identity = self
+            .identity
+            .get_or_try_init(|| async {
+                let url = self.http.url(&["v1", "me"])?;
+                self.http.json(self.http.authorised(Method::GET, url)).await
+            })
+            .await?;
+        Ok(identity.clone())
     }
 
     /// A request outside the typed API, carrying this device's token unless told otherwise.
@@ -173,8 +194,11 @@ impl Client {
     }
 
     /// Sends, resending with the same `client_msg_id` after timeouts, transport errors and
-    /// `503 OUTCOME_UNKNOWN`/`UNAVAILABLE`, within the client's [`RetryPolicy`]. The request key
-    /// makes resending safe: a send that did commit answers `dup: true` with its original seq.
+    /// `503 OUTCOME_UNKNOWN`/`UNAVAILABLE`, within the client's [`RetryPolicy`]: by default for
+    /// up to 20 s, which rides out a server restart of 10 s (see [`crate::retry`]). The request
+    /// key makes resending safe: a send that did commit answers `dup: true` with its original
+    /// seq. An error that is still [`ClientError::is_retryable`] leaves the outcome unknown;
+    /// sending again later with the same key learns it.
     pub async fn send_with_retry(
         &self,
         conv_id: &str,
@@ -186,8 +210,11 @@ impl Client {
             .await
     }
 
-    /// Visible events with `seq > after`, ascending. Advance the cursor to `through_seq`.
-    /// `epoch` is the epoch the cursor belongs to; a stale one answers `EPOCH_CHANGED`.
+    /// Visible events with `seq > after`, ascending, at most `limit` of them (default 50, at
+    /// most [`crate::EVENTS_PAGE_LEN_MAX`] = 500). Advance the cursor to `through_seq`, not to
+    /// the last event: seqs the user cannot see are skipped without a gap. `epoch` is the epoch
+    /// the cursor belongs to; a stale one answers `EPOCH_CHANGED`. To read a whole log, see
+    /// [`Client::all_events`] and [`Client::event_pages`].
     pub async fn events_after(
         &self,
         conv_id: &str,

@@ -35,6 +35,7 @@ impl Position {
 
 /// What a pushed seq means for a conversation's cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// The conversation is not tracked.
     Untracked,

@@ -10,7 +10,10 @@ pub use parley_wire::code;
 /// nor mistaken for a client mistake.
 const STATUS_UNKNOWN_CODE: u16 = 500;
 
+/// Everything a call of the SDK can fail with. New kinds of failure may be added, so a `match`
+/// on it ends with a wildcard arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The server understood the request and answered with a stable error code.
     #[error("HTTP {status} {code}: {message}")]
@@ -50,6 +53,10 @@ pub enum ClientError {
     /// names the position, never the content, so message bodies stay out of logs.
     #[error("cannot decode a WebSocket frame: {reason}")]
     BadFrame { reason: String },
+    /// The retry budget ran out while a retry waited for its answer: the request may or may
+    /// not have been applied. Resending it later with the same request key is still safe.
+    #[error("no answer within the retry budget ({attempts} attempts in {waited_ms} ms)")]
+    RetryBudgetSpent { waited_ms: u64, attempts: u32 },
     /// The realtime session has stopped for good; nothing more is sent on it.
     #[error("the realtime session has stopped: {reason}")]
     SessionStopped { reason: crate::ws::StopReason },
@@ -67,6 +74,7 @@ impl ClientError {
             | Self::InvalidUrl { .. }
             | Self::Disconnected { .. }
             | Self::NoAnswer { .. }
+            | Self::RetryBudgetSpent { .. }
             | Self::BadFrame { .. }
             | Self::SessionStopped { .. } => None,
         }
@@ -87,7 +95,8 @@ impl ClientError {
             Self::Timeout(_)
             | Self::Transport(_)
             | Self::Disconnected { .. }
-            | Self::NoAnswer { .. } => true,
+            | Self::NoAnswer { .. }
+            | Self::RetryBudgetSpent { .. } => true,
             Self::Api { status, code, .. } => matches!(
                 ErrorCode::parse(code),
                 Some(c @ (ErrorCode::OutcomeUnknown | ErrorCode::Unavailable))

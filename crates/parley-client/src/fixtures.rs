@@ -1,7 +1,8 @@
 //! Events, pages and feed entries for the unit tests of the cursor, the realtime cursors and
 //! the sync state.
 
-use crate::types::{ConvKind, Conversation, DeliveryMode, Event, EventKind, EventsPage};
+use crate::types::{ConvKind, Conversation, DeliveryMode, Event, EventKind, EventsPage, Identity};
+use crate::ws::{Delivery, Incoming};
 
 /// A message from ben at `seq` of conversation `c`.
 pub(crate) fn event(seq: i64) -> Event {
@@ -19,6 +20,15 @@ pub(crate) fn event(seq: i64) -> Event {
         subject_user: None,
         target_seq: None,
     }
+}
+
+/// `event` delivered by a realtime session of ana's device d1: someone else's.
+pub(crate) fn pushed(event: Event) -> Delivery {
+    let me = Identity {
+        user_id: "ana".into(),
+        device_id: "d1".into(),
+    };
+    Delivery::Event(Incoming::new(event, &me))
 }
 
 /// An events-after page of epoch 1 with `min_seq` 1.

@@ -5,6 +5,13 @@ use serde::Serialize;
 
 use crate::types::{ConvKind, DeliveryMode, Role};
 
+/// A fresh request key for a new message: 128 random bits in hex. Keep it with the message
+/// until the send is acked, and resend with the same key: the server then answers `dup: true`
+/// instead of storing the message twice.
+pub fn new_client_msg_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
 /// A create-conversation request. The caller is always the first member and need not be listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NewConversation {

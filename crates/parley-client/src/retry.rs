@@ -1,30 +1,51 @@
-//! Bounded retries with exponential backoff for requests whose outcome is unknown.
+//! Retries within a time budget, with jittered exponential backoff, for requests whose outcome
+//! is unknown.
 //!
 //! Only requests that carry their own idempotency key are retried (sends, with the same
-//! `client_msg_id`): the server then answers a repeat with the stored result (`dup: true`)
-//! instead of writing twice.
+//! `client_msg_id`; read positions, which only move forward): the server then answers a repeat
+//! with the stored result (`dup: true`) instead of writing twice. The same [`RetryPolicy`]
+//! governs HTTP sends ([`crate::Client::send_with_retry`]) and realtime sends
+//! ([`crate::RealtimeHandle::send`]).
+//!
+//! With the defaults a send keeps trying for 20 s ([`RETRY_BUDGET_MS_DEFAULT`]): the first
+//! attempt runs to its own timeout, later ones start only within the budget and are cut at its
+//! end, so the call returns within 20 s of its start (10 s, the answer timeout, when the first
+//! attempt alone takes that long and no retry fits). A server that restarts within 10 s is
+//! ridden out with room to spare: attempts against a stopped server fail at once, pauses
+//! between them double from 100 ms up to 2 s, each drawn from the upper half of its ceiling,
+//! so the first attempt after the server is back comes at most 2 s after its return.
 
 use std::future::Future;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use rand::Rng;
 
 use crate::error::ClientError;
 
-/// Attempts of one send, the first included: enough to ride out a store failover of a few
-/// seconds, few enough that a dead server is reported quickly.
-pub const ATTEMPTS_MAX_DEFAULT: u32 = 5;
+/// Time from the start of a send after which no new attempt starts: a server restart of 10 s,
+/// plus the longest pause before the next attempt (2 s over HTTP; 5 s before a realtime session
+/// reconnects), plus the catch-up and the answer, fits with room to spare.
+pub const RETRY_BUDGET_MS_DEFAULT: u64 = 20_000;
+/// No cap on the number of attempts: the time budget decides.
+pub const ATTEMPTS_MAX_DEFAULT: u32 = u32::MAX;
 /// Pause after the first failure.
 pub const BACKOFF_FIRST_MS_DEFAULT: u64 = 100;
 /// Longest pause between two attempts.
 pub const BACKOFF_MAX_MS_DEFAULT: u64 = 2_000;
 
+/// How long and how often a request with an unknown outcome is resent. See the
+/// [module documentation](self) for the totals of the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Attempts in total, the first included; 1 disables retries.
+    /// Attempts in total, the first included; 1 disables retries. The default sets no cap.
     pub attempts_max: u32,
     pub backoff_first_ms: u64,
     pub backoff_max_ms: u64,
+    /// Time from the first attempt after which no attempt starts, and at which a retry still
+    /// waiting is cut short; the first attempt always runs to its own timeout.
+    pub budget_ms: u64,
 }
 
 impl Default for RetryPolicy {
@@ -33,6 +54,7 @@ impl Default for RetryPolicy {
             attempts_max: ATTEMPTS_MAX_DEFAULT,
             backoff_first_ms: BACKOFF_FIRST_MS_DEFAULT,
             backoff_max_ms: BACKOFF_MAX_MS_DEFAULT,
+            budget_ms: RETRY_BUDGET_MS_DEFAULT,
         }
     }
 }
@@ -46,6 +68,14 @@ impl RetryPolicy {
         }
     }
 
+    /// The default pauses within another time budget.
+    pub fn within_ms(budget_ms: u64) -> Self {
+        Self {
+            budget_ms,
+            ..Self::default()
+        }
+    }
+
     /// The pause after `failures` failed attempts: doubling from `backoff_first_ms` up to
     /// `backoff_max_ms`, then drawn from its upper half so that clients cut off together do not
     /// come back together.
@@ -53,28 +83,51 @@ impl RetryPolicy {
         backoff_ms(self.backoff_first_ms, self.backoff_max_ms, failures)
     }
 
-    /// Runs `attempt` until it succeeds, fails for good, or the attempts are used up; the last
-    /// error is returned.
+    /// Runs `attempt` until it succeeds, fails for good, the attempts are used up or the budget
+    /// is spent. The error is the last attempt's, or [`ClientError::RetryBudgetSpent`] when the
+    /// budget ran out while a retry waited for its answer.
     pub async fn run<T, F, Fut>(&self, mut attempt: F) -> Result<T, ClientError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
+        let started = Instant::now();
+        let budget = Duration::from_millis(self.budget_ms);
         let attempts_max = self.attempts_max.max(1);
-        let mut failures = 0;
+        let mut attempts: u32 = 0;
         loop {
-            match attempt().await {
+            attempts += 1;
+            let outcome = if attempts == 1 {
+                attempt().await
+            } else {
+                let left = budget.saturating_sub(started.elapsed());
+                tokio::time::timeout(left, attempt())
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(ClientError::RetryBudgetSpent {
+                            waited_ms: millis(started.elapsed()),
+                            attempts,
+                        })
+                    })
+            };
+            let e = match outcome {
                 Ok(v) => return Ok(v),
-                Err(e) if e.is_retryable() && failures + 1 < attempts_max => {
-                    failures += 1;
-                    let pause_ms = self.backoff_ms(failures);
-                    tracing::debug!(error = %e, failures, pause_ms, "retrying");
-                    tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-                }
+                Err(e) if e.is_retryable() && attempts < attempts_max => e,
                 Err(e) => return Err(e),
+            };
+            let pause_ms = self.backoff_ms(attempts);
+            let pause = Duration::from_millis(pause_ms);
+            if started.elapsed() + pause >= budget {
+                return Err(e);
             }
+            tracing::debug!(error = %e.redacted(), attempts, pause_ms, "retrying");
+            tokio::time::sleep(pause).await;
         }
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The pause after `failures` failures: doubling from `first_ms` up to `max_ms`, then drawn from
@@ -107,7 +160,102 @@ mod tests {
             attempts_max,
             backoff_first_ms: 1,
             backoff_max_ms: 2,
+            ..RetryPolicy::default()
         }
+    }
+
+    fn lost() -> ClientError {
+        ClientError::Disconnected {
+            reason: "connection refused".into(),
+        }
+    }
+
+    /// With the default policy, attempts against a server that is down for `outage` (failing at
+    /// once, as a closed port does) succeed once it is back; answers when, in virtual time.
+    async fn outage_ridden_out_after(outage: Duration) -> Result<Duration, ClientError> {
+        let started = Instant::now();
+        RetryPolicy::default()
+            .run(|| async {
+                if started.elapsed() < outage {
+                    Err(lost())
+                } else {
+                    Ok(started.elapsed())
+                }
+            })
+            .await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_default_budget_rides_out_a_ten_second_restart() {
+        for _ in 0..20 {
+            let took = outage_ridden_out_after(Duration::from_secs(10))
+                .await
+                .expect("the send succeeds once the server is back");
+            let late = took - Duration::from_secs(10);
+            assert!(
+                late <= Duration::from_millis(BACKOFF_MAX_MS_DEFAULT),
+                "{took:?}"
+            );
+        }
+        let e = outage_ridden_out_after(Duration::from_secs(25))
+            .await
+            .expect_err("a longer outage exceeds the budget");
+        assert!(e.is_retryable(), "{e}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_attempt_starts_after_the_budget() {
+        let started = Instant::now();
+        let calls = AtomicU32::new(0);
+        let r: Result<(), _> = RetryPolicy::default()
+            .run(|| async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                assert!(started.elapsed() < Duration::from_millis(RETRY_BUDGET_MS_DEFAULT));
+                Err(lost())
+            })
+            .await;
+        assert!(matches!(r, Err(ClientError::Disconnected { .. })), "{r:?}");
+        let spent = started.elapsed();
+        assert!(
+            spent < Duration::from_millis(RETRY_BUDGET_MS_DEFAULT),
+            "{spent:?}"
+        );
+        // Pauses of at most 2 s: the last attempt came within 2 s of the budget's end.
+        assert!(
+            spent + Duration::from_millis(BACKOFF_MAX_MS_DEFAULT)
+                >= Duration::from_millis(RETRY_BUDGET_MS_DEFAULT),
+            "{spent:?}"
+        );
+        assert!(calls.load(Ordering::SeqCst) > 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_still_waiting_is_cut_at_the_end_of_the_budget() {
+        let started = Instant::now();
+        let calls = AtomicU32::new(0);
+        let r: Result<(), _> = RetryPolicy::within_ms(5_000)
+            .run(|| async {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return Err(lost());
+                }
+                std::future::pending().await
+            })
+            .await;
+        match r {
+            Err(ClientError::RetryBudgetSpent {
+                waited_ms,
+                attempts,
+            }) => {
+                assert_eq!((waited_ms, attempts), (5_000, 2));
+            }
+            other => panic!("expected the budget to be spent: {other:?}"),
+        }
+        assert_eq!(started.elapsed(), Duration::from_millis(5_000));
+        assert!(ClientError::RetryBudgetSpent {
+            waited_ms: 1,
+            attempts: 2
+        }
+        .is_retryable());
     }
 
     #[test]

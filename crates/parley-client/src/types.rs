@@ -1,16 +1,21 @@
 //! The JSON answers of SPEC §6 as typed structs. Those the server's WebSocket speaks too
-//! (events, events pages, send, read and recall acks) are declared once in `parley_wire` and
-//! re-exported here.
+//! (events, events pages, send, read and recall acks) and the answer of `GET /v1/me`
+//! ([`Identity`]) are declared once in `parley_wire` and re-exported here, with the typed views
+//! of an event ([`Event::typed`]: [`Message`], [`Recall`], [`MembershipChange`]).
 //!
 //! Unknown fields are ignored and unknown enum values decode as `Other`, because the contract
 //! lets the server add fields and event kinds without breaking existing clients.
 
 use serde::{Deserialize, Serialize};
 
-pub use parley_wire::{Event, EventKind, EventsPage, ReadAck, RecallAck, SendAck};
+pub use parley_wire::{
+    Event, EventKind, EventsPage, Identity, MembershipChange, Message, ReadAck, Recall, RecallAck,
+    SendAck, TypedEvent,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ConvKind {
     Direct,
     Group,
@@ -21,6 +26,7 @@ pub enum ConvKind {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DeliveryMode {
     Push,
     Pull,
@@ -31,6 +37,7 @@ pub enum DeliveryMode {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Role {
     Owner,
     Admin,

@@ -2,14 +2,21 @@
 //! [`TestServer`] runs a real server at `127.0.0.1:<free port>` with clients ready to use, on
 //! PostgreSQL or on the embedded SQLite store ([`StoreKind`]). [`Sql`] reaches either database
 //! directly, and [`test_on_both_stores!`] runs one test function once per store.
+//! [`ServerProcess`] runs `parley serve` as a child process that a test kills with SIGKILL and
+//! restarts on the same data and port; [`parley_binary`] and [`example_binary`] build the
+//! executables such tests run.
 //!
 //! PostgreSQL is required. When it is unreachable the kit panics with what is missing; tests are
 //! never skipped silently.
 
+mod binaries;
 mod db;
+mod process;
 mod server;
 mod sql;
 
+pub use binaries::{example_binary, parley_binary};
+pub use process::{free_addr, wait_ready, ServerProcess, PROCESS_START_WAIT_MS};
 pub use sql::{Column, Sql, SqlArg, WriteLock};
 
 pub use db::{

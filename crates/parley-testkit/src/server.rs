@@ -374,6 +374,6 @@ impl Drop for TestServer {
     }
 }
 
-fn random_admin_token() -> String {
+pub(crate) fn random_admin_token() -> String {
     format!("adm_{:032x}", rand::random::<u128>())
 }

@@ -1,5 +1,6 @@
 //! The answers of send, read, recall and events-after (SPEC §6), the same over HTTP and as the
-//! fields of a WebSocket `ack`, and the event object they and `event` frames carry.
+//! fields of a WebSocket `ack`; the event object they and `event` frames carry; and the answer
+//! of `GET /v1/me`.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +30,13 @@ pub struct RecallAck {
     /// The seq of the `recall` event.
     pub seq: i64,
     pub target_seq: i64,
+}
+
+/// The answer of `GET /v1/me`: the user and the device a device token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub user_id: String,
+    pub device_id: String,
 }
 
 /// An answer of events-after (ascending) or of a history page (descending). `E` is the event
@@ -148,6 +156,17 @@ mod tests {
         round_trip(
             &ack,
             json!({"conv_id": "c", "seq": 3, "message_id": "m", "dup": true, "purged": true}),
+        );
+    }
+
+    #[test]
+    fn identities_round_trip() {
+        round_trip(
+            &Identity {
+                user_id: "ana".into(),
+                device_id: "phone".into(),
+            },
+            json!({"user_id": "ana", "device_id": "phone"}),
         );
     }
 

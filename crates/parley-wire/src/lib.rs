@@ -20,7 +20,9 @@ pub mod answer;
 pub mod close;
 pub mod error;
 pub mod frame;
+pub mod typed;
 
-pub use answer::{Event, EventKind, EventsPage, ReadAck, RecallAck, SendAck};
+pub use answer::{Event, EventKind, EventsPage, Identity, ReadAck, RecallAck, SendAck};
 pub use error::{code, ErrorBody, ErrorCode, ErrorDetail};
 pub use frame::{ClientFrame, EchoedReqId, FrameError, Request, ServerFrame};
+pub use typed::{MembershipChange, Message, Recall, TypedEvent};

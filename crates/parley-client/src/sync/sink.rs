@@ -8,6 +8,7 @@ use crate::types::{Event, EventKind};
 
 /// Why the app's copy of a conversation's log became void.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Restart {
     /// Events between the device's cursor and `min_seq` were purged; the log restarts at
     /// `min_seq`.

@@ -136,7 +136,8 @@ impl SyncState {
     /// and the log, not the unread count, which the next catch-up brings.
     pub fn apply_delivery(&mut self, delivery: &Delivery) -> bool {
         match delivery {
-            Delivery::Event(event) => {
+            Delivery::Event(incoming) => {
+                let event = &incoming.event;
                 let Some(conv) = self.convs.get_mut(&event.conv_id) else {
                     return true;
                 };
@@ -161,7 +162,10 @@ impl SyncState {
                 true
             }
             Delivery::Reconnected => true,
-            Delivery::Kicked | Delivery::Revoked | Delivery::Unreachable => false,
+            Delivery::Disconnected { .. }
+            | Delivery::Kicked
+            | Delivery::Revoked
+            | Delivery::Unreachable => false,
         }
     }
 
@@ -217,7 +221,7 @@ impl SyncState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{conversation, event, page, seqs};
+    use crate::fixtures::{conversation, event, page, pushed, seqs};
 
     #[test]
     fn a_truncated_page_restarts_the_log_from_the_answer() {
@@ -251,22 +255,19 @@ mod tests {
         let mut state = SyncState::new();
         state.apply_entry(&conversation("c", 2, 0, 0));
         state.apply_page("c", page(&[1, 2], 2, 2));
-        assert!(!state.apply_delivery(&Delivery::Event(event(3))));
-        assert!(
-            !state.apply_delivery(&Delivery::Event(event(3))),
-            "a repeat"
-        );
+        assert!(!state.apply_delivery(&pushed(event(3))));
+        assert!(!state.apply_delivery(&pushed(event(3))), "a repeat");
         assert_eq!(state.cursor("c"), Some((1, 3)));
-        assert!(state.apply_delivery(&Delivery::Event(event(5))), "a gap");
+        assert!(state.apply_delivery(&pushed(event(5))), "a gap");
         assert!(state.conversation("c").unwrap().stale);
         assert!(
-            state.apply_delivery(&Delivery::Event(event(4))),
+            state.apply_delivery(&pushed(event(4))),
             "a stale conversation waits for the catch-up"
         );
         assert_eq!(seqs(state.events("c").unwrap()), [1, 2, 3]);
         let mut other = event(1);
         other.conv_id = "new".into();
-        assert!(state.apply_delivery(&Delivery::Event(other)));
+        assert!(state.apply_delivery(&pushed(other)));
         assert!(state.apply_delivery(&Delivery::Reconnected));
         assert!(!state.apply_delivery(&Delivery::Read {
             conv_id: "c".into(),

@@ -77,25 +77,25 @@ impl Driver {
                 Ended::Stop(reason) => break reason,
                 Ended::Lost(why) => {
                     tracing::info!(reason = %why, "realtime connection lost; reconnecting");
+                    self.shared.set_connected(false);
                     // Frames of the lost connection: the resync below covers their events.
                     self.link.stash.clear();
                     self.fail_pending(|| ClientError::Disconnected {
                         reason: why.clone(),
                     });
+                    self.sequencer
+                        .notice(Delivery::Disconnected { reason: why });
                 }
             }
             socket = match self.reconnect().await {
                 Ok(socket) => socket,
                 Err(reason) => break reason,
             };
-            let caught_up = match self.sequencer.deliver(Delivery::Reconnected).await {
-                Ok(()) => {
-                    let mut fetch = self.link.fetch(&mut socket);
-                    self.sequencer.resync_all(&mut fetch).await
-                }
-                Err(stopped) => Err(stopped),
-            };
-            if caught_up.is_err() {
+            tracing::info!("realtime connection restored");
+            self.shared.set_connected(true);
+            self.sequencer.notice(Delivery::Reconnected);
+            let mut fetch = self.link.fetch(&mut socket);
+            if self.sequencer.resync_all(&mut fetch).await.is_err() {
                 break StopReason::Closed;
             }
         };
@@ -160,6 +160,11 @@ impl Driver {
                         return ended;
                     }
                 }
+                () = self.sequencer.room_to_resume(), if self.sequencer.waiting_for_room() => {
+                    if let Err(ended) = self.resume(socket, &mut silence).await {
+                        return ended;
+                    }
+                }
             }
         }
     }
@@ -215,6 +220,13 @@ impl Driver {
         Ok(())
     }
 
+    /// The app made room in its queue: held notices go out, and conversations whose events
+    /// were left out are fetched.
+    async fn resume(&mut self, socket: &mut Socket, silence: &mut Silence) -> Result<(), Ended> {
+        self.sequencer.resume();
+        self.resync_stale(socket, silence).await
+    }
+
     async fn on_message(&mut self, socket: &mut Socket, message: Message) -> Option<Ended> {
         match message {
             Message::Text(text) => match ServerFrame::parse(text.as_str()) {
@@ -267,9 +279,8 @@ impl Driver {
                 self.sequencer.on_hint(&mut fetch, &conv_id, head).await
             }
             ServerFrame::Read { conv_id, read_seq } => {
-                self.sequencer
-                    .deliver(Delivery::Read { conv_id, read_seq })
-                    .await
+                self.sequencer.notice(Delivery::Read { conv_id, read_seq });
+                Ok(())
             }
             ServerFrame::Kicked => return Some(Ended::Stop(StopReason::Kicked)),
             ServerFrame::Unknown => Ok(()),
@@ -352,6 +363,7 @@ impl Driver {
     /// Ends the session: every waiting request learns why, and the app gets the final notice.
     async fn finish(mut self, reason: StopReason) {
         tracing::info!(%reason, "realtime session stopped");
+        self.shared.set_connected(false);
         self.shared.set_stopped(reason);
         self.commands.close();
         let stopped = || ClientError::SessionStopped { reason };
@@ -367,10 +379,8 @@ impl Driver {
             StopReason::Unreachable => Some(Delivery::Unreachable),
             StopReason::Closed => None,
         };
-        if let Some(notice) = notice {
-            // The app may close without reading it; either way the session ends.
-            let _ = self.sequencer.deliver(notice).await;
-        }
+        // The app may close without reading them; either way the session ends.
+        self.sequencer.finish(notice).await;
     }
 }
 

@@ -14,12 +14,14 @@ pub const HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// First pause before reconnecting: short, since a server shutting down (1001) usually has a
 /// peer ready to take the connection.
 pub const RECONNECT_BACKOFF_FIRST_MS_DEFAULT: u64 = 200;
-/// Longest pause between two reconnect attempts, so a device comes back within seconds of the
-/// server returning, without thousands of devices hammering it while it is away.
-pub const RECONNECT_BACKOFF_MAX_MS_DEFAULT: u64 = 10_000;
-/// Deliveries buffered for the app. When the app stops reading, the session stops reading the
-/// socket instead of buffering more; the server then drops the connection (4008) and the
-/// session resyncs once the app reads again.
+/// Longest pause between two reconnect attempts: a device is back within 5 s of the server's
+/// return (so a send waiting in the default 20 s retry budget rides out a 10 s restart), while
+/// the jitter spreads thousands of devices over the upper half of that pause.
+pub const RECONNECT_BACKOFF_MAX_MS_DEFAULT: u64 = 5_000;
+/// Deliveries buffered for the app. The session never waits for room in it: when it is full,
+/// events are left on the server (their conversations are fetched from the cursor once the app
+/// has taken half the queue) and notices are held, coalesced, so the socket is still read and
+/// answers to requests still arrive.
 pub const DELIVERY_QUEUE_LEN_MAX_DEFAULT: usize = 1_024;
 /// Requests the app may queue while the session is busy or reconnecting.
 pub const COMMAND_QUEUE_LEN_MAX_DEFAULT: usize = 256;
@@ -48,11 +50,19 @@ pub struct RealtimeOptions {
     pub requests_in_flight_max: usize,
     pub gap_fill_page_len: u32,
     /// Resends of `send` and `mark_read` after a dropped connection, a missing answer or an
-    /// unknown outcome; both are idempotent, so resending is safe.
+    /// unknown outcome, within one time budget (20 s by default, see [`crate::retry`]); both
+    /// are idempotent, so resending is safe.
     pub retry: RetryPolicy,
     /// When a push arrives for a conversation that is not tracked, fetch its whole visible log
-    /// first. Off: tracking starts just before the pushed event.
+    /// first. Off: tracking starts just before the pushed event. See "New conversations" in the
+    /// [module documentation](crate::ws).
     pub auto_track_full: bool,
+    /// Leave out the messages and recalls the caller's own user sent (from any of its
+    /// devices): for a bot, which must not answer itself. Their seqs still move the cursor.
+    /// A chat app that shows the user's messages from their other devices keeps this off and
+    /// reads [`crate::Incoming::own`] instead; so does an app that feeds deliveries to a
+    /// [`crate::SyncState`], whose logs would otherwise miss those events.
+    pub skip_own_messages: bool,
 }
 
 impl Default for RealtimeOptions {
@@ -71,6 +81,7 @@ impl Default for RealtimeOptions {
             gap_fill_page_len: GAP_FILL_PAGE_LEN_DEFAULT,
             retry: RetryPolicy::default(),
             auto_track_full: false,
+            skip_own_messages: false,
         }
     }
 }

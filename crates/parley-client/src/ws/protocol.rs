@@ -4,51 +4,106 @@
 //! internals, so the session depends on the driver and never the reverse.
 
 use std::fmt;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::{oneshot, Notify};
 
 use crate::error::ClientError;
-use crate::types::Event;
+use crate::types::{Event, EventKind, Identity};
 use crate::ws::cursor::Cursors;
 use crate::ws::frames::Request;
 
 /// What the session hands the app, in order. Events of one conversation come in strictly
 /// increasing seq order and never twice, whether they were pushed or fetched to fill a gap.
+/// New kinds of delivery may be added, so a `match` on it ends with a wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Delivery {
-    Event(Event),
-    /// The user's read position moved on another device.
-    Read {
-        conv_id: String,
-        read_seq: i64,
-    },
+    /// An event of a tracked conversation, with whether the caller sent it.
+    Event(Incoming),
+    /// The user's read position moved on another device. While the app is far behind in
+    /// taking deliveries, several moves in one conversation come as one, the latest.
+    Read { conv_id: String, read_seq: i64 },
     /// Events between the app's cursor and the conversation's `min_seq` were purged; the
     /// events that follow start at `min_seq`.
-    Truncated {
-        conv_id: String,
-    },
+    Truncated { conv_id: String },
     /// The conversation's log was rebuilt: the app's copy is void and the conversation is
     /// delivered again from its start in the new `epoch`.
-    EpochChanged {
-        conv_id: String,
-        epoch: i64,
-    },
+    EpochChanged { conv_id: String, epoch: i64 },
     /// A newer connection of this device took over; the session has stopped.
     Kicked,
     /// The device's token was revoked or re-issued; the session has stopped.
     Revoked,
     /// The session stopped after `reconnect_attempts_max` failed reconnect attempts.
     Unreachable,
+    /// The connection was lost; the session is reconnecting, with backoff, until
+    /// [`Delivery::Reconnected`]. Requests made meanwhile wait for the new connection (within
+    /// their retry budget), and nothing is pushed. Several losses in a row while the app is not
+    /// reading come as one, with the latest reason.
+    Disconnected { reason: String },
     /// A new connection replaced a lost one; catch-up events of tracked conversations follow.
     /// An app keeping a [`crate::SyncState`] calls [`crate::Client::catch_up`] now: conversations it
     /// does not track may have changed too.
     Reconnected,
 }
 
+/// An event as the session delivers it: the event itself (the fields and methods of [`Event`]
+/// are reached through it, e.g. `incoming.seq` or `incoming.text()`) and whether it is the
+/// caller's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Incoming {
+    pub event: Event,
+    /// The caller's user sent it (a message or a recall) or made the change (a join or leave),
+    /// from this device or another of its devices.
+    pub own: bool,
+    /// This very device sent it: an app that shows a message from its send ack already has it.
+    pub own_device: bool,
+}
+
+impl Incoming {
+    /// `event` as delivered to `me`.
+    pub fn new(event: Event, me: &Identity) -> Self {
+        let own = event.is_from(&me.user_id);
+        let own_device = own && event.sender_device.as_deref() == Some(me.device_id.as_str());
+        Self {
+            event,
+            own,
+            own_device,
+        }
+    }
+
+    /// A message or recall the caller's user sent: what
+    /// [`crate::RealtimeOptions::skip_own_messages`] leaves out.
+    pub fn is_own_message(&self) -> bool {
+        self.own && matches!(self.event.kind, EventKind::Msg | EventKind::Recall)
+    }
+
+    pub fn into_event(self) -> Event {
+        self.event
+    }
+}
+
+impl Deref for Incoming {
+    type Target = Event;
+
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+
+impl From<Incoming> for Event {
+    fn from(incoming: Incoming) -> Self {
+        incoming.event
+    }
+}
+
 /// Why a session stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StopReason {
     /// [`crate::RealtimeHandle::close`], or every handle was dropped.
     Closed,
@@ -78,15 +133,37 @@ pub(crate) enum Command {
 }
 
 /// State the app's handles and the background task both reach.
-#[derive(Default)]
 pub(crate) struct Shared {
     cursors: Mutex<Cursors>,
     /// Woken when a conversation became stale and should be caught up soon.
     pub(crate) wake: Notify,
     stopped: Mutex<Option<StopReason>>,
+    /// A connection is open: set by the driver when one opens, cleared when it is lost.
+    connected: AtomicBool,
+    /// The user and device of the session's token.
+    pub(crate) identity: Identity,
 }
 
 impl Shared {
+    /// The state of a session whose first connection is open.
+    pub(crate) fn new(identity: Identity) -> Self {
+        Self {
+            cursors: Mutex::default(),
+            wake: Notify::new(),
+            stopped: Mutex::new(None),
+            connected: AtomicBool::new(true),
+            identity,
+        }
+    }
+
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_connected(&self, connected: bool) {
+        self.connected.store(connected, Ordering::Release);
+    }
+
     /// The cursors; a panic elsewhere while they were held leaves them consistent (every
     /// change is a single assignment), so a poisoned lock is still used.
     pub(crate) fn cursors(&self) -> MutexGuard<'_, Cursors> {

@@ -1,5 +1,7 @@
 //! Turns pushes, hints and reconnects into an exact, ordered delivery per conversation,
 //! fetching whatever the pushes missed through events-after (a `sync` on the socket, `fetch.rs`).
+//! Deliveries go to the app's queue through the [`Outlet`], which never makes it wait: what
+//! does not fit is left on the server and fetched once the app made room.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,9 +15,13 @@ use crate::types::Event;
 use crate::ws::cursor::{fill_finished, Position, Verdict};
 use crate::ws::fetch::SocketFetch;
 use crate::ws::options::RealtimeOptions;
-use crate::ws::protocol::{Delivery, Shared};
+use crate::ws::outlet::Outlet;
+use crate::ws::protocol::{Delivery, Incoming, Shared};
 
-/// The session was closed while the sequencer waited (for the app, or for the server).
+/// Room a page needs beyond its events: a truncation notice.
+const PAGE_NOTICE_SLOTS: usize = 1;
+
+/// The session was closed while the sequencer waited for the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stopped;
 
@@ -33,10 +39,11 @@ impl From<Stopped> for FillError {
 pub(crate) struct Sequencer {
     client: Client,
     shared: Arc<Shared>,
-    deliveries: mpsc::Sender<Delivery>,
+    outlet: Outlet,
     cancel: CancellationToken,
     page_len: u32,
     auto_track_full: bool,
+    skip_own_messages: bool,
 }
 
 impl Sequencer {
@@ -50,28 +57,45 @@ impl Sequencer {
         Self {
             client,
             shared,
-            deliveries,
+            outlet: Outlet::new(deliveries),
             cancel,
             page_len: options.gap_fill_page_len.max(1),
             auto_track_full: options.auto_track_full,
+            skip_own_messages: options.skip_own_messages,
         }
     }
 
-    /// Queues `delivery` for the app, waiting while the queue is full: that wait is what stops
-    /// the session from reading the socket when the app falls behind. An app that dropped its
-    /// receiver simply gets nothing more.
-    pub(crate) async fn deliver(&self, delivery: Delivery) -> Result<(), Stopped> {
-        tokio::select! {
-            biased;
-            _ = self.deliveries.send(delivery) => Ok(()),
-            () = self.cancel.cancelled() => Err(Stopped),
-        }
+    /// Hands the app a notice (read position, connection state) now, or as soon as there is
+    /// room; never waits.
+    pub(crate) fn notice(&mut self, notice: Delivery) {
+        self.outlet.notice(notice);
+    }
+
+    /// Whether deliveries wait for the app to make room (see [`Outlet`]).
+    pub(crate) fn waiting_for_room(&self) -> bool {
+        self.outlet.waiting()
+    }
+
+    /// Resolves once the app made room for deliveries to resume.
+    pub(crate) fn room_to_resume(&self) -> impl Future<Output = ()> + 'static {
+        self.outlet.room_to_resume()
+    }
+
+    /// Once there is room again: the held notices go out. The conversations whose events were
+    /// left out are stale; the caller catches them up next ([`Sequencer::resync_stale`]).
+    pub(crate) fn resume(&mut self) {
+        self.outlet.resume();
+    }
+
+    /// The session's last deliveries: the held notices, then `last`, waiting for room.
+    pub(crate) async fn finish(&mut self, last: Option<Delivery>) {
+        self.outlet.finish(last, &self.cancel).await;
     }
 
     /// A pushed event: delivered when it is the next one, dropped when the app has it,
     /// preceded by the missing events when it lies beyond a gap.
     pub(crate) async fn on_event(
-        &self,
+        &mut self,
         fetch: &mut SocketFetch<'_>,
         event: Event,
     ) -> Result<(), Stopped> {
@@ -83,19 +107,23 @@ impl Sequencer {
         }
         match verdict {
             Verdict::Untracked | Verdict::Seen => Ok(()),
-            Verdict::Next => self.deliver_next(event).await,
+            Verdict::Next => {
+                self.deliver_next(event);
+                Ok(())
+            }
             Verdict::Gap => {
                 // The fetched pages normally contain the pushed event itself; it is delivered
                 // from the push only if the fill stopped just short of it.
                 self.catch_up(fetch, &conv_id, Some(event.seq)).await?;
-                self.deliver_next(event).await
+                self.deliver_next(event);
+                Ok(())
             }
         }
     }
 
     /// New events exist up to `head`: fetch them.
     pub(crate) async fn on_hint(
-        &self,
+        &mut self,
         fetch: &mut SocketFetch<'_>,
         conv_id: &str,
         head: i64,
@@ -109,7 +137,7 @@ impl Sequencer {
 
     /// Catches every tracked conversation up to its head, after a new connection replaced a
     /// lost one: pushes sent while no connection existed are gone.
-    pub(crate) async fn resync_all(&self, fetch: &mut SocketFetch<'_>) -> Result<(), Stopped> {
+    pub(crate) async fn resync_all(&mut self, fetch: &mut SocketFetch<'_>) -> Result<(), Stopped> {
         let tracked = {
             let mut cursors = self.shared.cursors();
             cursors.take_stale();
@@ -122,7 +150,10 @@ impl Sequencer {
     }
 
     /// Catches up the conversations that were newly tracked or whose last fetch failed.
-    pub(crate) async fn resync_stale(&self, fetch: &mut SocketFetch<'_>) -> Result<(), Stopped> {
+    pub(crate) async fn resync_stale(
+        &mut self,
+        fetch: &mut SocketFetch<'_>,
+    ) -> Result<(), Stopped> {
         let stale = self.shared.cursors().take_stale();
         for conv_id in stale {
             self.catch_up(fetch, &conv_id, None).await?;
@@ -130,12 +161,33 @@ impl Sequencer {
         Ok(())
     }
 
-    async fn deliver_next(&self, event: Event) -> Result<(), Stopped> {
+    /// Delivers a pushed event that is the next of its conversation, if there is room;
+    /// otherwise the event stays on the server and its conversation is fetched later.
+    fn deliver_next(&mut self, event: Event) {
+        if self.outlet.room() == 0 {
+            self.starve(&event.conv_id);
+            return;
+        }
         let accepted = self.shared.cursors().accept(&event.conv_id, event.seq);
         if accepted {
-            self.deliver(Delivery::Event(event)).await?;
+            self.hand_over(event);
         }
-        Ok(())
+    }
+
+    /// Queues an event the cursor moved past, unless it is an own message the app asked to
+    /// skip. The caller made room for it.
+    fn hand_over(&mut self, event: Event) {
+        let incoming = Incoming::new(event, &self.shared.identity);
+        if !(self.skip_own_messages && incoming.is_own_message()) {
+            self.outlet.put(Delivery::Event(incoming));
+        }
+    }
+
+    /// An event of `conv_id` was left out for lack of room: fetch the conversation from its
+    /// cursor once the app made room.
+    fn starve(&mut self, conv_id: &str) {
+        self.outlet.starve();
+        self.shared.cursors().mark_stale(conv_id);
     }
 
     /// Starts tracking a conversation the app never mentioned, at its current epoch: just
@@ -166,7 +218,7 @@ impl Sequencer {
     /// where the last good page put it and marks the conversation stale, so it is retried at
     /// the next ping; a conversation the user cannot read at all is no longer tracked.
     pub(crate) async fn catch_up(
-        &self,
+        &mut self,
         fetch: &mut SocketFetch<'_>,
         conv_id: &str,
         target: Option<i64>,
@@ -188,8 +240,10 @@ impl Sequencer {
         }
     }
 
+    /// Fetches pages from the cursor towards `target`, each no larger than the room the app's
+    /// queue has left; with no room, the conversation waits (stale) for the app to make some.
     async fn fill(
-        &self,
+        &mut self,
         fetch: &mut SocketFetch<'_>,
         conv_id: &str,
         target: Option<i64>,
@@ -201,8 +255,15 @@ impl Sequencer {
             if target.is_some_and(|t| from.seq >= t) {
                 return Ok(());
             }
+            let room = self.outlet.room();
+            if room <= PAGE_NOTICE_SLOTS {
+                self.starve(conv_id);
+                return Ok(());
+            }
+            let fits = u32::try_from(room - PAGE_NOTICE_SLOTS).unwrap_or(u32::MAX);
+            let limit = self.page_len.min(fits);
             let answer = self
-                .cancellable(fetch.events_after(conv_id, from.seq, self.page_len, from.epoch))
+                .cancellable(fetch.events_after(conv_id, from.seq, limit, from.epoch))
                 .await?;
             let page = match answer {
                 Ok(page) => page,
@@ -217,13 +278,12 @@ impl Sequencer {
             // `None`: the app re-tracked the conversation meanwhile; start over from there.
             let Some(outcome) = outcome else { continue };
             if outcome.truncated {
-                self.deliver(Delivery::Truncated {
+                self.outlet.put(Delivery::Truncated {
                     conv_id: conv_id.to_owned(),
-                })
-                .await?;
+                });
             }
             for event in outcome.events {
-                self.deliver(Delivery::Event(event)).await?;
+                self.hand_over(event);
             }
             if fill_finished(from.seq, outcome.position.seq, head, target) {
                 return Ok(());
@@ -233,7 +293,7 @@ impl Sequencer {
 
     /// The log was rebuilt: restart at the conversation's current epoch with no events.
     async fn restart_epoch(
-        &self,
+        &mut self,
         conv_id: &str,
         from: Position,
         refusal: ClientError,
@@ -248,11 +308,11 @@ impl Sequencer {
         }
         let reset = self.shared.cursors().reset_epoch(conv_id, from, conv.epoch);
         if reset {
-            self.deliver(Delivery::EpochChanged {
+            // `fill` made room for the page this replaces.
+            self.outlet.put(Delivery::EpochChanged {
                 conv_id: conv_id.to_owned(),
                 epoch: conv.epoch,
-            })
-            .await?;
+            });
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::retry::RetryPolicy;
-use crate::types::{EventsPage, ReadAck, SendAck};
+use crate::types::{EventsPage, Identity, ReadAck, SendAck};
 use crate::ws::connection;
 use crate::ws::cursor::Position;
 use crate::ws::driver::Driver;
@@ -34,9 +34,9 @@ struct Inner {
     retry: RetryPolicy,
 }
 
-/// Requests on a realtime session. Clones share the session. Answers are read by the same
-/// task that queues deliveries, so they arrive only while the app takes deliveries (from
-/// another task) or the delivery queue has room.
+/// Requests on a realtime session. Clones share the session. Answers never wait behind the
+/// delivery queue: a request made from the loop that takes deliveries is answered even while
+/// thousands of deliveries wait unread (see [`Realtime::next`]).
 #[derive(Clone)]
 pub struct RealtimeHandle {
     inner: Arc<Inner>,
@@ -59,14 +59,16 @@ pub struct Realtime {
 }
 
 impl Realtime {
-    /// Opens the client's device connection and starts the task that keeps it. The first
-    /// connection is made here, so a bad token (401) or an unreachable server is an error now
-    /// rather than a silent retry loop.
+    /// Learns who the client is ([`Client::whoami`], asked once per client), opens the
+    /// device's connection and starts the task that keeps it. The first connection is made
+    /// here, so a bad token (401) or an unreachable server is an error now rather than a silent
+    /// retry loop.
     pub async fn connect(client: &Client, options: RealtimeOptions) -> Result<Self, ClientError> {
+        let identity = client.whoami().await?;
         let socket = connection::open(client, options.handshake_timeout_ms).await?;
         let (commands_tx, commands_rx) = mpsc::channel(options.command_queue_len_max.max(1));
         let (deliveries_tx, deliveries_rx) = mpsc::channel(options.delivery_queue_len_max.max(1));
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::new(identity));
         let cancel = CancellationToken::new();
         let inner = Inner {
             commands: commands_tx,
@@ -95,9 +97,13 @@ impl Realtime {
         })
     }
 
-    /// The next delivery; `None` once the session stopped and everything was taken. Read
-    /// deliveries from their own task: while the queue is full the session reads nothing from
-    /// the server, answers to requests included.
+    /// The next delivery; `None` once the session stopped and everything was taken.
+    ///
+    /// Replying from the loop that takes deliveries is safe:
+    /// `while let Some(d) = rt.next().await { rt.send(..).await }` gets its answer however many
+    /// deliveries wait. The session keeps reading the socket while the queue is full; events
+    /// that do not fit stay on the server and are fetched from the cursor once the app has
+    /// taken half the queue, so nothing is lost and memory stays bounded.
     pub async fn next(&mut self) -> Option<Delivery> {
         self.deliveries.recv().await
     }
@@ -123,9 +129,11 @@ impl Deref for Realtime {
 impl RealtimeHandle {
     /// Sends a message over the WebSocket and waits for the server's ack (committed). After a
     /// dropped connection, a missing answer or an unknown outcome it resends with the same
-    /// `client_msg_id` once the session is connected again, within the session's retry policy,
-    /// so the answer may be `dup: true` with the original seq. Refusals come back as
-    /// [`ClientError::Api`] with the server's code.
+    /// `client_msg_id` once the session is connected again, within the session's retry budget
+    /// ([`RealtimeOptions::retry`]: 20 s by default, which rides out a 10 s server restart), so
+    /// the answer may be `dup: true` with the original seq. Refusals come back as
+    /// [`ClientError::Api`] with the server's code. Safe to call from the loop that takes
+    /// deliveries (see [`Realtime::next`]).
     pub async fn send(
         &self,
         conv_id: &str,
@@ -212,6 +220,18 @@ impl RealtimeHandle {
             .send(Command::Reconnect)
             .await
             .map_err(|_| self.stopped())
+    }
+
+    /// Whether a connection is open now. False between a [`Delivery::Disconnected`] and the
+    /// next [`Delivery::Reconnected`] (the flag changes before the delivery is read), and once
+    /// the session stopped.
+    pub fn is_connected(&self) -> bool {
+        self.inner.shared.is_connected()
+    }
+
+    /// The user and device of the session, as the server named them at connect.
+    pub fn identity(&self) -> &Identity {
+        &self.inner.shared.identity
     }
 
     /// Why the session stopped; `None` while it runs.

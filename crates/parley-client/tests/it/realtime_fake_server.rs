@@ -9,6 +9,7 @@ use anyhow::{bail, ensure, Context, Result};
 use futures::{SinkExt, StreamExt};
 use parley_client::{code, Client, ClientError, Delivery, Realtime, RealtimeOptions, StopReason};
 use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -37,13 +38,28 @@ impl FakeServer {
         Ok(Client::new(&self.base_url, "tok-secret")?)
     }
 
-    /// Accepts the next connection; answers its path and `Authorization` header.
+    /// Accepts the next WebSocket connection; answers its path and `Authorization` header.
+    /// A `GET /v1/me` before it (a session asks who it is before it connects) is answered with
+    /// ana's device d1.
     // The handshake callback's error type is tungstenite's, large by its design.
     #[allow(clippy::result_large_err)]
     async fn accept(&self) -> Result<(Peer, String, String)> {
-        let (tcp, _) = tokio::time::timeout(ms(WAIT_MS), self.listener.accept())
-            .await
-            .context("no connection came")??;
+        let tcp = loop {
+            let (mut tcp, _) = tokio::time::timeout(ms(WAIT_MS), self.listener.accept())
+                .await
+                .context("no connection came")??;
+            if !asks_who_am_i(&tcp).await? {
+                break tcp;
+            }
+            let body = r#"{"user_id":"ana","device_id":"d1"}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            tcp.write_all(answer.as_bytes()).await?;
+            tcp.shutdown().await?;
+        };
         let (tx, rx) = std::sync::mpsc::channel();
         let callback = move |request: &Request, response: Response| {
             let auth = request
@@ -65,6 +81,33 @@ impl FakeServer {
         tokio::time::timeout(ms(wait_ms), self.listener.accept())
             .await
             .is_ok()
+    }
+}
+
+/// Whether the connection's first request is `GET /v1/me`, read without consuming it.
+async fn asks_who_am_i(tcp: &TcpStream) -> Result<bool> {
+    const LINE: &[u8] = b"GET /v1/me ";
+    let mut head = [0u8; LINE.len()];
+    loop {
+        let n = tokio::time::timeout(ms(WAIT_MS), tcp.peek(&mut head))
+            .await
+            .context("no request came")??;
+        if n == 0 || n == head.len() || !LINE.starts_with(&head[..n]) {
+            return Ok(head == LINE);
+        }
+        tokio::time::sleep(ms(1)).await;
+    }
+}
+
+/// The session tells the app the connection was lost, then that a new one replaced it.
+async fn lost_then_reconnected(rt: &mut Realtime) -> Result<()> {
+    match next_delivery(rt).await? {
+        Some(Delivery::Disconnected { .. }) => {}
+        other => bail!("expected Disconnected, got {other:?}"),
+    }
+    match next_delivery(rt).await? {
+        Some(Delivery::Reconnected) => Ok(()),
+        other => bail!("expected Reconnected, got {other:?}"),
     }
 }
 
@@ -122,11 +165,13 @@ async fn the_token_goes_in_the_header_to_v1_ws() -> Result<()> {
         fake.accept()
     );
     let (_peer, path, auth) = accepted?;
-    connected?;
+    let rt = connected?;
     ensure!(
         path == "/v1/ws" && auth == "Bearer tok-secret",
         "{path} {auth}"
     );
+    ensure!(rt.is_connected());
+    ensure!(rt.identity().user_id == "ana" && rt.identity().device_id == "d1");
     Ok(())
 }
 
@@ -164,7 +209,7 @@ async fn a_send_cut_off_before_its_ack_is_resent_with_the_same_key() -> Result<(
     .await?;
     let ack = send.await??;
     ensure!(ack.seq == 7 && ack.dup, "{ack:?}");
-    ensure!(next_delivery(&mut rt).await? == Some(Delivery::Reconnected));
+    lost_then_reconnected(&mut rt).await?;
     Ok(())
 }
 
@@ -208,14 +253,15 @@ async fn too_slow_and_shutdown_reconnect_while_kicked_stops_for_good() -> Result
     for code in [4008, 1001] {
         close_with(&mut peer, code).await?;
         peer = fake.accept().await?.0;
-        ensure!(
-            next_delivery(&mut rt).await? == Some(Delivery::Reconnected),
-            "after {code}"
-        );
+        lost_then_reconnected(&mut rt)
+            .await
+            .with_context(|| format!("after {code}"))?;
+        ensure!(rt.is_connected(), "after {code}");
     }
     reply(&mut peer, json!({"type": "kicked"})).await?;
     close_with(&mut peer, 4001).await?;
     ensure!(next_delivery(&mut rt).await? == Some(Delivery::Kicked));
+    ensure!(!rt.is_connected());
     ensure!(next_delivery(&mut rt).await?.is_none());
     ensure!(rt.handle().stop_reason() == Some(StopReason::Kicked));
     ensure!(
@@ -271,7 +317,7 @@ async fn a_silent_server_is_pinged_then_replaced() -> Result<()> {
     );
     // No pong, nothing at all: the session gives up on this connection and opens another.
     let (_next, ..) = fake.accept().await?;
-    ensure!(next_delivery(&mut rt).await? == Some(Delivery::Reconnected));
+    lost_then_reconnected(&mut rt).await?;
     drop(silent);
     Ok(())
 }
@@ -290,6 +336,11 @@ async fn reconnect_attempts_can_be_bounded() -> Result<()> {
     // The server goes away for good: nothing listens on the port any more.
     drop(peer);
     drop(fake);
+    match next_delivery(&mut rt).await? {
+        Some(Delivery::Disconnected { .. }) => {}
+        other => bail!("expected Disconnected, got {other:?}"),
+    }
+    ensure!(!rt.is_connected());
     match next_delivery(&mut rt).await? {
         Some(Delivery::Unreachable) => {}
         other => bail!("expected Unreachable, got {other:?}"),

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use axum::extract::{Path, State};
@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 /// The stub's client gives up on an answer after this long.
 const TEST_TIMEOUT_MS: u64 = 300;
 const ATTEMPTS_MAX: u32 = 4;
+/// Time a busy 2-core machine may add to a bounded wait.
+const SLOP_MS: u64 = 2_000;
 
 #[derive(Clone, Copy)]
 enum Reply {
@@ -97,10 +99,20 @@ fn client(base: &str) -> Result<Client> {
             attempts_max: ATTEMPTS_MAX,
             backoff_first_ms: 1,
             backoff_max_ms: 5,
+            ..RetryPolicy::default()
         },
         ..ClientOptions::default()
     };
     Ok(Client::with_options(base, "pd_test", options)?)
+}
+
+/// Quick pauses, no cap on attempts: only the time budget ends the retries.
+fn within_budget(c: Client, budget_ms: u64) -> Client {
+    c.with_retry_policy(RetryPolicy {
+        backoff_first_ms: 1,
+        backoff_max_ms: 5,
+        ..RetryPolicy::within_ms(budget_ms)
+    })
 }
 
 /// Every attempt carried the same request key and body.
@@ -159,6 +171,37 @@ async fn attempts_are_bounded() -> Result<()> {
     let e = c.send_with_retry("c-1", "m-1", "hello").await.unwrap_err();
     ensure!(e.code() == Some(code::OUTCOME_UNKNOWN), "{e}");
     same_request_each_time(&stub, ATTEMPTS_MAX as usize)
+}
+
+#[tokio::test]
+async fn the_time_budget_ends_the_retries() -> Result<()> {
+    let unknown = Reply::Error(503, code::OUTCOME_UNKNOWN);
+    let (c, stub) = start(&[unknown; 10_000]).await?;
+    let c = within_budget(c, 400);
+    let started = Instant::now();
+    let e = c.send_with_retry("c-1", "m-1", "hello").await.unwrap_err();
+    let took = started.elapsed();
+    ensure!(e.code() == Some(code::OUTCOME_UNKNOWN), "{e}");
+    // The last pause would have ended past the budget; scheduling on a busy machine may add
+    // to the time, never take from it.
+    ensure!(took >= Duration::from_millis(400 - 5), "{took:?}");
+    ensure!(took < Duration::from_millis(400 + SLOP_MS), "{took:?}");
+    let attempts = stub.sends.lock().unwrap().len();
+    ensure!(attempts > ATTEMPTS_MAX as usize, "only {attempts} attempts");
+    same_request_each_time(&stub, attempts)
+}
+
+#[tokio::test]
+async fn a_retry_hung_at_the_end_of_the_budget_is_cut_short() -> Result<()> {
+    let (c, stub) = start(&[Reply::Error(503, code::UNAVAILABLE), Reply::Hang]).await?;
+    // The budget ends before the hung retry's own timeout (TEST_TIMEOUT_MS).
+    let c = within_budget(c, TEST_TIMEOUT_MS / 2);
+    let e = c.send_with_retry("c-1", "m-1", "hello").await.unwrap_err();
+    ensure!(
+        matches!(e, ClientError::RetryBudgetSpent { attempts: 2, .. }) && e.is_retryable(),
+        "{e:?}"
+    );
+    same_request_each_time(&stub, 2)
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@ mod admin;
 mod conversations;
 mod events;
 mod health;
+mod me;
 mod members;
 mod messages;
 mod read;
@@ -48,6 +49,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/conversations/{conv_id}/read", post(read::mark))
         .route("/v1/ws", get(crate::gateway::socket::upgrade))
+        .route("/v1/me", get(me::me))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
 }

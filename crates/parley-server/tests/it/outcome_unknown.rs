@@ -21,6 +21,7 @@ fn fast_retry(attempts_max: u32) -> RetryPolicy {
         attempts_max,
         backoff_first_ms: 10,
         backoff_max_ms: 20,
+        ..RetryPolicy::default()
     }
 }
 

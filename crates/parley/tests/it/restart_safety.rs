@@ -4,92 +4,30 @@
 //! in a gapless log.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use parley_client::{AdminClient, Client, NewConversation};
-use parley_testkit::{test_on_both_stores, StoreKind, TestDb};
+use parley_testkit::{free_addr, test_on_both_stores, wait_ready, ServerProcess, StoreKind};
 
 /// Acked sends to see before the kill: enough that the kill lands in the middle of traffic.
 const ACKED_BEFORE_KILL: usize = 150;
 /// Sends in flight at once, so some are between commit and ack when the process dies.
 const SENDERS: usize = 4;
-/// How long a fresh process may take to answer /healthz.
-const START_WAIT_MS: u64 = 20_000;
 const CONV: &str = "c-kill";
-const ADMIN_TOKEN: &str = "restart-safety-admin-token";
-
-/// A port that was free a moment ago.
-fn free_addr() -> Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?)
-}
-
-/// Where the server keeps its data.
-enum Data<'a> {
-    Dir(&'a Path),
-    Postgres(&'a str),
-}
-
-fn spawn(data: &Data<'_>, addr: SocketAddr) -> Result<Child> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_parley"));
-    cmd.arg("serve")
-        .arg("--listen")
-        .arg(addr.to_string())
-        .arg("--admin-token")
-        .arg(ADMIN_TOKEN)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
-    match data {
-        Data::Dir(dir) => cmd.arg("--data-dir").arg(dir),
-        Data::Postgres(url) => cmd.arg("--database-url").arg(url),
-    };
-    Ok(cmd.spawn()?)
-}
-
-/// Waits until the server answers /healthz, or fails if it exits first.
-async fn wait_ready(child: &mut Child, base: &str) -> Result<()> {
-    let probe = Client::new(base, "none")?;
-    let deadline = Instant::now() + Duration::from_millis(START_WAIT_MS);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            bail!("the server exited before it was ready: {status}");
-        }
-        if probe.healthz().await.is_ok() {
-            return Ok(());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the server did not start in time"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// The whole log as `client` sees it: `(seq, client_msg_id, message_id)` of each msg, and the
 /// seqs of every event.
 async fn read_log(client: &Client) -> Result<(Vec<i64>, BTreeMap<String, (i64, String)>)> {
-    let mut seqs = Vec::new();
-    let mut msgs = BTreeMap::new();
-    let mut after = 0;
-    loop {
-        let page = client.events_after(CONV, after, Some(500), None).await?;
-        for e in &page.events {
-            seqs.push(e.seq);
-            if let (Some(key), Some(id)) = (&e.client_msg_id, &e.message_id) {
-                msgs.insert(key.clone(), (e.seq, id.clone()));
-            }
-        }
-        if page.through_seq >= page.head {
-            return Ok((seqs, msgs));
-        }
-        after = page.through_seq;
-    }
+    let events = client.all_events(CONV).await?;
+    let seqs = events.iter().map(|e| e.seq).collect();
+    let msgs = events
+        .into_iter()
+        .filter_map(|e| Some((e.client_msg_id?, (e.seq, e.message_id?))))
+        .collect();
+    Ok((seqs, msgs))
 }
 
 test_on_both_stores!(
@@ -99,21 +37,8 @@ test_on_both_stores!(
 /// Sends run until the server is killed with SIGKILL; after a restart on the same data every
 /// acked send is in the log with its acked seq and message id, and the seqs run 1..=head.
 async fn check_kill_9_keeps_every_acked_send(store: StoreKind) -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = match store {
-        StoreKind::Postgres => Some(TestDb::create().await),
-        StoreKind::Sqlite => None,
-    };
-    let data = match &db {
-        Some(db) => Data::Postgres(db.url()),
-        None => Data::Dir(dir.path()),
-    };
-    let addr = free_addr()?;
-    let base = format!("http://{addr}");
-    let mut server = spawn(&data, addr)?;
-    wait_ready(&mut server, &base).await?;
-
-    let admin = AdminClient::new(&base, ADMIN_TOKEN)?;
+    let mut server = ServerProcess::start_on(env!("CARGO_BIN_EXE_parley"), store).await;
+    let admin = server.admin();
     for user in ["u-ana", "u-ben"] {
         admin.create_user(user, None).await?;
     }
@@ -147,44 +72,36 @@ async fn check_kill_9_keeps_every_acked_send(store: StoreKind) -> Result<()> {
         ensure!(Instant::now() < deadline, "the senders stalled");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    server.kill().context("SIGKILL")?;
-    server.wait()?;
+    server.kill();
     for s in senders {
         s.await?;
     }
     let acked = acked.lock().unwrap_or_else(|p| p.into_inner()).clone();
     ensure!(acked.len() >= ACKED_BEFORE_KILL, "acked {}", acked.len());
 
-    let mut server = spawn(&data, addr)?;
-    let outcome = async {
-        wait_ready(&mut server, &base).await?;
-        let (seqs, msgs) = read_log(&ana).await?;
-        let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
-        ensure!(seqs == expected, "the log after restart is not gapless");
-        for (key, stored) in &acked {
-            ensure!(
-                msgs.get(key) == Some(stored),
-                "acked {key} at {stored:?} is {:?} after the restart",
-                msgs.get(key)
-            );
-        }
-        // The server goes on where it stopped: a new send takes the next seq.
-        let ack = ana.send(CONV, "after-restart", "hello again").await?;
+    server.restart().await;
+    let (seqs, msgs) = read_log(&ana).await?;
+    let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
+    ensure!(seqs == expected, "the log after restart is not gapless");
+    for (key, stored) in &acked {
         ensure!(
-            ack.seq == seqs.len() as i64 + 1 && !ack.dup,
-            "first send after the restart: {ack:?}"
+            msgs.get(key) == Some(stored),
+            "acked {key} at {stored:?} is {:?} after the restart",
+            msgs.get(key)
         );
-        println!(
-            "{store}: {} sends acked before SIGKILL, {} messages in the log after the restart",
-            acked.len(),
-            msgs.len()
-        );
-        Ok(())
     }
-    .await;
-    let _ = server.kill();
-    let _ = server.wait();
-    outcome
+    // The server goes on where it stopped: a new send takes the next seq.
+    let ack = ana.send(CONV, "after-restart", "hello again").await?;
+    ensure!(
+        ack.seq == seqs.len() as i64 + 1 && !ack.dup,
+        "first send after the restart: {ack:?}"
+    );
+    println!(
+        "{store}: {} sends acked before SIGKILL, {} messages in the log after the restart",
+        acked.len(),
+        msgs.len()
+    );
+    Ok(())
 }
 
 /// Without --admin-token the first start generates a token, prints it once and keeps it in the

@@ -4,15 +4,14 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use parley_client::{
     code, Client, ClientError, Delivery, Event, NewConversation, Realtime, RealtimeOptions,
     StopReason,
 };
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
-/// Longest wait for one delivery; generous for a loaded 2-core machine.
-const DELIVERY_WAIT_MS: u64 = 10_000;
+use crate::deliveries::{next_delivery, quiet, wait_for, DELIVERY_WAIT_MS};
 
 /// Reads deliveries until `want` events of `conv_id` arrived; the other deliveries are returned
 /// alongside, in the order they came.
@@ -24,56 +23,19 @@ async fn collect_events(
     let mut events = Vec::new();
     let mut others = Vec::new();
     while events.len() < want {
-        let next = tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
+        let next = next_delivery(rt)
             .await
             .with_context(|| format!("waiting for event {} of {want}", events.len() + 1))?;
         match next {
-            Some(Delivery::Event(e)) if e.conv_id == conv_id => events.push(e),
-            Some(other) => others.push(other),
-            None => bail!("the session ended after {} events", events.len()),
+            Delivery::Event(e) if e.conv_id == conv_id => events.push(e.event),
+            other => others.push(other),
         }
     }
     Ok((events, others))
 }
 
-/// Reads deliveries until one matches, returning it.
-async fn wait_for(rt: &mut Realtime, wanted: impl Fn(&Delivery) -> bool) -> Result<Delivery> {
-    loop {
-        let next = tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
-            .await
-            .context("waiting for a delivery")?;
-        match next {
-            Some(d) if wanted(&d) => return Ok(d),
-            Some(_) => {}
-            None => bail!("the session ended"),
-        }
-    }
-}
-
-/// Nothing arrives for a while (the queue holds no further delivery).
-async fn quiet(rt: &mut Realtime, ms: u64) -> Result<()> {
-    if let Ok(d) = tokio::time::timeout(Duration::from_millis(ms), rt.next()).await {
-        bail!("unexpected delivery {d:?}");
-    }
-    Ok(())
-}
-
 fn seqs(events: &[Event]) -> Vec<i64> {
     events.iter().map(|e| e.seq).collect()
-}
-
-/// The reader's whole visible log, fetched page by page over HTTP.
-async fn log_of(client: &Client, conv_id: &str) -> Result<Vec<Event>> {
-    let mut events = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = client.events_after(conv_id, after, Some(500), None).await?;
-        events.extend(page.events);
-        if page.through_seq >= page.head || page.through_seq <= after {
-            return Ok(events);
-        }
-        after = page.through_seq;
-    }
 }
 
 async fn connect(client: &Client) -> Result<Realtime> {
@@ -223,11 +185,17 @@ async fn a_device_that_missed_pushes_ends_with_exactly_the_log(store: StoreKind)
         tokio::spawn(async move { handle.send(&conv_owned, "a-away", "sent while away").await });
 
     let (events, others) = collect_events(&mut rt, conv, 51).await?;
-    ensure!(others.first() == Some(&Delivery::Reconnected), "{others:?}");
+    ensure!(
+        matches!(
+            others.as_slice(),
+            [Delivery::Disconnected { .. }, Delivery::Reconnected, ..]
+        ),
+        "{others:?}"
+    );
     let ack = while_away.await??;
     ensure!(ack.seq == 54 && !ack.dup, "{ack:?}");
 
-    let log = log_of(&ana1, conv).await?;
+    let log = ana1.all_events(conv).await?;
     let expected: Vec<Event> = log.into_iter().filter(|e| e.seq > 3).collect();
     ensure!(
         seqs(&events) == seqs(&expected),
@@ -338,7 +306,7 @@ async fn a_push_beyond_a_gap_is_preceded_by_the_missing_events(store: StoreKind)
     ensure!(ack.seq == 48, "{ack:?}");
 
     let (events, _) = collect_events(&mut rt, conv, 47).await?;
-    ensure!(events == log_of(&ben, conv).await?, "{:?}", seqs(&events));
+    ensure!(events == ben.all_events(conv).await?, "{:?}", seqs(&events));
     ensure!(rt.cursor(conv) == Some((chat.epoch, 48)));
     quiet(&mut rt, 300).await?;
     Ok(())

@@ -2,7 +2,7 @@
 //! changed, a device that was away ends with exactly the log it may see, and read positions
 //! made on another device reach it.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -11,22 +11,7 @@ use parley_client::{
 };
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 
-/// Longest wait for one realtime delivery; generous for a loaded 2-core machine.
-const DELIVERY_WAIT_MS: u64 = 10_000;
-
-/// The reader's whole visible log by events-after from 0, as the server decides visibility.
-async fn log_of(client: &Client, conv_id: &str) -> Result<Vec<Event>> {
-    let mut events = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = client.events_after(conv_id, after, Some(500), None).await?;
-        events.extend(page.events);
-        if page.through_seq >= page.head || page.through_seq <= after {
-            return Ok(events);
-        }
-        after = page.through_seq;
-    }
-}
+use crate::deliveries::next_delivery;
 
 fn seqs(events: &[Event]) -> Vec<i64> {
     events.iter().map(|e| e.seq).collect()
@@ -55,7 +40,7 @@ async fn ensure_state_matches_server(
         "{conv_id}: seqs do not strictly increase: {:?}",
         seqs(kept)
     );
-    let visible = log_of(client, conv_id).await?;
+    let visible = client.all_events(conv_id).await?;
     ensure!(
         keys(kept) == keys(&visible),
         "{conv_id}: the state has {:?}, the server shows {:?}",
@@ -63,13 +48,6 @@ async fn ensure_state_matches_server(
         seqs(&visible)
     );
     Ok(kept.len())
-}
-
-async fn next_delivery(rt: &mut Realtime) -> Result<Delivery> {
-    tokio::time::timeout(Duration::from_millis(DELIVERY_WAIT_MS), rt.next())
-        .await
-        .context("waiting for a delivery")?
-        .context("the session ended")
 }
 
 test_on_both_stores!(
