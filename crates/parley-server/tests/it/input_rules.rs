@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::http_contract::expect_error;
 use crate::ws_support::Ws;
 use anyhow::{ensure, Result};
 use parley_client::{code, Client, Method, NewConversation, RawResponse};
@@ -18,17 +19,6 @@ async fn post(c: &Client, path: &str, body: &Value) -> Result<RawResponse> {
 
 async fn get(c: &Client, path: &str) -> Result<RawResponse> {
     Ok(c.raw(Method::GET, path).response().await?)
-}
-
-/// Fails unless the answer is `status` with the error envelope carrying `code`.
-fn expect_error(r: &RawResponse, status: u16, code: &str, what: &str) -> Result<()> {
-    ensure!(
-        r.status == status && r.json["error"]["code"] == code,
-        "{what}: expected {status} {code}, got {} {}",
-        r.status,
-        r.text
-    );
-    Ok(())
 }
 
 /// The error frame answering `frame`, or a failure naming what came instead.
