@@ -13,6 +13,7 @@ pub mod error;
 pub mod gateway;
 pub mod path;
 pub mod query;
+pub mod rate_limit;
 pub mod request;
 pub mod retention;
 mod routes;
