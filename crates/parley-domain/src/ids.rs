@@ -26,6 +26,29 @@ pub enum IdError {
     },
     #[error("group conversation ids may not start with \"dm:\"")]
     ReservedPrefix,
+    /// `.` and `..` are path steps in a URL: a client would resolve them away before the id
+    /// reached the server, so the resource they name could never be addressed.
+    #[error("{what} may not be \".\" or \"..\"")]
+    DotSegment { what: &'static str },
+}
+
+/// The one character a stored text may not hold: PostgreSQL's `text` refuses U+0000 and SQLite
+/// keeps it, so it is refused at the edge and both stores answer the same.
+pub const UNSTORABLE_CHAR: char = '\0';
+
+/// A free text (a title, a display name) that holds a character no store can keep.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} must not contain U+0000")]
+pub struct TextError {
+    pub what: &'static str,
+}
+
+/// Checks a free text the stores keep as written: anything but `UNSTORABLE_CHAR`.
+pub fn storable_text(what: &'static str, s: &str) -> Result<(), TextError> {
+    if s.contains(UNSTORABLE_CHAR) {
+        return Err(TextError { what });
+    }
+    Ok(())
 }
 
 fn check_token(s: &str, what: &'static str, max: usize, colon_ok: bool) -> Result<(), IdError> {
@@ -34,6 +57,9 @@ fn check_token(s: &str, what: &'static str, max: usize, colon_ok: bool) -> Resul
     }
     if s.len() > max {
         return Err(IdError::TooLong { what, max });
+    }
+    if s == "." || s == ".." {
+        return Err(IdError::DotSegment { what });
     }
     let ok = s.bytes().all(|b| {
         b.is_ascii_alphanumeric()
@@ -170,7 +196,8 @@ impl ClientMsgId {
     }
 }
 
-/// A message body: non-empty UTF-8 of at most the configured number of bytes.
+/// A message body: non-empty UTF-8 of at most the configured number of bytes, without
+/// `UNSTORABLE_CHAR`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct Body(String);
@@ -181,6 +208,8 @@ pub enum BodyError {
     Empty,
     #[error("body is {len} bytes; the limit is {max} bytes")]
     TooLarge { len: usize, max: usize },
+    #[error(transparent)]
+    Unstorable(#[from] TextError),
 }
 
 impl Body {
@@ -194,6 +223,7 @@ impl Body {
                 max: body_bytes_max,
             });
         }
+        storable_text("body", s)?;
         Ok(Self(s.to_owned()))
     }
 
@@ -238,6 +268,40 @@ mod tests {
             Err(BodyError::TooLarge { len: 9, max: 6 })
         );
         assert_eq!(Body::parse("", 6), Err(BodyError::Empty));
+    }
+
+    #[test]
+    fn dot_segments_are_no_ids() {
+        for dots in [".", ".."] {
+            assert_eq!(
+                UserId::parse(dots),
+                Err(IdError::DotSegment { what: "user_id" })
+            );
+            assert!(DeviceId::parse(dots).is_err());
+            assert!(ConvId::parse(dots).is_err());
+            assert!(ConvId::parse_group(dots).is_err());
+        }
+        assert!(ConvId::parse("...").is_ok());
+        assert!(UserId::parse(".a").is_ok());
+    }
+
+    #[test]
+    fn the_zero_character_is_refused_in_every_text() {
+        assert_eq!(
+            Body::parse("a\0b", 16),
+            Err(BodyError::Unstorable(TextError { what: "body" }))
+        );
+        // The size limit outranks the content, as 413 outranks 400.
+        assert!(matches!(
+            Body::parse("\0\0\0", 2),
+            Err(BodyError::TooLarge { .. })
+        ));
+        assert_eq!(
+            storable_text("title", "\0"),
+            Err(TextError { what: "title" })
+        );
+        assert!(storable_text("title", "a\u{1}b\u{7f}é").is_ok());
+        assert!(ClientMsgId::parse("m\0").is_err());
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! Request bodies: read under the configured byte limit, then parsed as JSON in two steps.
 //!
 //! The order follows SPEC §6's precedence. The extractor runs after authentication (401), then
-//! enforces the request limit (413) before any parsing (400). Handlers then look at the loose
-//! JSON value for limits that outrank parse errors, such as an oversized message body (413),
-//! before the strict typed parse that rejects unknown, duplicate and missing fields (400).
+//! enforces the request limit (413) before any parsing: a body not declared `application/json`
+//! is refused (415, at the rank of 400), then malformed JSON (400). Handlers then look at the
+//! loose JSON value for limits that outrank parse errors, such as an oversized message body
+//! (413), before the strict typed parse that rejects unknown, duplicate and missing fields (400).
 
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
-use axum::http::header::CONTENT_LENGTH;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::HeaderMap;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -65,6 +66,26 @@ fn check_content_length(headers: &HeaderMap, limit_bytes: usize) -> Result<(), A
     }
 }
 
+/// The one media type of request bodies.
+const JSON_MEDIA_TYPE: &str = "application/json";
+
+/// Refuses a body that is not declared JSON: a form or plain text would otherwise be parsed as
+/// JSON anyway, and a browser sends those cross-origin without a preflight. Parameters such as
+/// `charset=utf-8` are allowed; the media type is compared without regard to case (RFC 9110).
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let declared = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let media_type = declared
+        .map(|v| v.split(';').next().unwrap_or_default().trim())
+        .unwrap_or_default();
+    if media_type.eq_ignore_ascii_case(JSON_MEDIA_TYPE) {
+        return Ok(());
+    }
+    Err(ApiError::UnsupportedMediaType(match declared {
+        Some(_) => format!("request bodies must be {JSON_MEDIA_TYPE}"),
+        None => format!("a request body needs Content-Type: {JSON_MEDIA_TYPE}"),
+    }))
+}
+
 /// Reads a body, stopping as soon as it passes `limit_bytes`. Chunked bodies declare no length,
 /// so the limit is enforced on what actually arrives.
 pub async fn read_limited(body: Body, limit_bytes: usize) -> Result<Bytes, ApiError> {
@@ -87,7 +108,11 @@ impl FromRequest<AppState> for JsonBody {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let limit_bytes = state.config().limits.request_bytes_max;
         check_content_length(req.headers(), limit_bytes)?;
+        // The type is judged after the length: 413 outranks 415, and a body without a declared
+        // length is only known to be too large once read.
+        let declared_json = check_content_type(req.headers());
         let bytes = read_limited(req.into_body(), limit_bytes).await?;
+        declared_json?;
         Self::from_bytes(bytes)
     }
 }
@@ -121,6 +146,37 @@ mod tests {
         headers.insert(CONTENT_LENGTH, HeaderValue::from_static("4096"));
         assert!(check_content_length(&headers, 4096).is_ok());
         assert!(check_content_length(&HeaderMap::new(), 4096).is_ok());
+    }
+
+    #[test]
+    fn only_json_bodies_are_accepted() {
+        let with = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
+            check_content_type(&headers).err().map(|e| e.code())
+        };
+        for ok in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+        ] {
+            assert_eq!(with(ok), None, "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+            "",
+        ] {
+            assert_eq!(with(bad), Some("UNSUPPORTED_MEDIA_TYPE"), "{bad}");
+        }
+        assert_eq!(
+            check_content_type(&HeaderMap::new())
+                .err()
+                .map(|e| e.code()),
+            Some("UNSUPPORTED_MEDIA_TYPE")
+        );
     }
 
     #[derive(Debug, Deserialize)]

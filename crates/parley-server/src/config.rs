@@ -36,6 +36,11 @@ pub struct ServerConfig {
     /// Hints of a pull conversation are coalesced per device over this interval (SPEC §8: at
     /// most `HINT_INTERVAL_MS_MAX`).
     pub hint_interval_ms: u64,
+
+    // Abuse limits.
+    /// Requests per second per device (`rate_limit.rs`: sends, and calls of the admin
+    /// endpoints); 0 turns limiting off, the default.
+    pub rate_limit_per_s: u32,
     /// Time limits and caps of client connections.
     pub connections: ConnectionLimits,
 }
@@ -127,6 +132,7 @@ impl Default for ServerConfig {
             purge_interval_ms: PURGE_INTERVAL_MS_DEFAULT,
             tombstone_ttl_ms: TOMBSTONE_TTL_MS_DEFAULT,
             hint_interval_ms: HINT_INTERVAL_MS_DEFAULT,
+            rate_limit_per_s: 0,
             connections: ConnectionLimits::default(),
         }
     }
@@ -148,6 +154,7 @@ impl fmt::Debug for ServerConfig {
             .field("purge_interval_ms", &self.purge_interval_ms)
             .field("tombstone_ttl_ms", &self.tombstone_ttl_ms)
             .field("hint_interval_ms", &self.hint_interval_ms)
+            .field("rate_limit_per_s", &self.rate_limit_per_s)
             .field("connections", &self.connections)
             .finish()
     }

@@ -7,7 +7,7 @@
 //! Messages never carry message bodies, tokens or internal store details: those may reach logs
 //! through `tracing`, never clients.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use parley_domain::Rejection;
@@ -19,6 +19,9 @@ pub enum ApiError {
     /// Malformed JSON, an unknown or conflicting field, an invalid id or an empty body.
     #[error("{0}")]
     BadRequest(String),
+    /// A request body that is not declared `application/json`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("message body is {len} bytes; the limit is {max} bytes")]
     BodyTooLarge { len: usize, max: usize },
     #[error("request body exceeds the limit of {max} bytes")]
@@ -44,8 +47,9 @@ pub enum ApiError {
     NotSender,
     #[error("the cursor belongs to another epoch of this conversation")]
     EpochChanged,
-    #[error("too many requests; slow down")]
-    RateLimited,
+    /// Over the device's rate; it may ask again after `retry_after_ms`.
+    #[error("too many requests; retry in {retry_after_ms} ms")]
+    RateLimited { retry_after_ms: u64 },
     #[error("method not allowed on this path")]
     MethodNotAllowed,
     /// The store did not confirm the commit. The detail is for logs only.
@@ -66,6 +70,7 @@ impl ApiError {
     pub fn wire_code(&self) -> Option<ErrorCode> {
         Some(match self {
             Self::BadRequest(_) => ErrorCode::BadRequest,
+            Self::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             Self::BodyTooLarge { .. } => ErrorCode::BodyTooLarge,
             Self::RequestTooLarge { .. } => ErrorCode::RequestTooLarge,
             Self::Unauthenticated => ErrorCode::Unauthenticated,
@@ -78,7 +83,7 @@ impl ApiError {
             Self::RecallWindowExpired => ErrorCode::RecallWindowExpired,
             Self::NotSender => ErrorCode::NotSender,
             Self::EpochChanged => ErrorCode::EpochChanged,
-            Self::RateLimited => ErrorCode::RateLimited,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::MethodNotAllowed => return None,
             Self::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
             Self::Unavailable { .. } => ErrorCode::Unavailable,
@@ -89,6 +94,14 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         self.wire_code()
             .map_or(METHOD_NOT_ALLOWED_CODE, ErrorCode::as_str)
+    }
+
+    /// How long a rate-limited caller waits before asking again; `None` for other refusals.
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited { retry_after_ms } => Some(*retry_after_ms),
+            _ => None,
+        }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -147,7 +160,16 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         let body = ErrorBody::new(self.code(), self.to_string());
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        if let Some(ms) = self.retry_after_ms() {
+            // `Retry-After` counts whole seconds: rounded up, so a client that waits it is
+            // never early.
+            let seconds = ms.div_ceil(1_000).max(1);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -179,7 +201,16 @@ mod tests {
             (ApiError::RecallWindowExpired, "RECALL_WINDOW_EXPIRED", 409),
             (ApiError::NotSender, "NOT_SENDER", 403),
             (ApiError::EpochChanged, "EPOCH_CHANGED", 409),
-            (ApiError::RateLimited, "RATE_LIMITED", 429),
+            (
+                ApiError::RateLimited { retry_after_ms: 1 },
+                "RATE_LIMITED",
+                429,
+            ),
+            (
+                ApiError::UnsupportedMediaType("text/plain".into()),
+                "UNSUPPORTED_MEDIA_TYPE",
+                415,
+            ),
             (
                 ApiError::OutcomeUnknown { detail: "x".into() },
                 "OUTCOME_UNKNOWN",
@@ -226,6 +257,27 @@ mod tests {
             "connection to 10.0.0.7 refused".into(),
         ));
         assert!(!err.to_string().contains("10.0.0.7"));
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up() {
+        let header_of = |ms| {
+            ApiError::RateLimited { retry_after_ms: ms }
+                .into_response()
+                .headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        assert_eq!(header_of(1).as_deref(), Some("1"));
+        assert_eq!(header_of(1_000).as_deref(), Some("1"));
+        assert_eq!(header_of(1_001).as_deref(), Some("2"));
+        assert_eq!(header_of(0).as_deref(), Some("1"));
+        assert!(ApiError::NotMember
+            .into_response()
+            .headers()
+            .get(header::RETRY_AFTER)
+            .is_none());
     }
 
     #[tokio::test]

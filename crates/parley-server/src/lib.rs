@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod listener;
 pub mod path;
 pub mod query;
+pub mod rate_limit;
 pub mod request;
 pub mod retention;
 mod routes;

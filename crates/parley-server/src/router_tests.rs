@@ -279,7 +279,9 @@ async fn call(
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
     }
     if let Some(b) = &body {
-        req = req.header(header::CONTENT_LENGTH, b.len());
+        req = req
+            .header(header::CONTENT_LENGTH, b.len())
+            .header(header::CONTENT_TYPE, "application/json");
     }
     let req = req
         .body(body.map(Body::from).unwrap_or_else(Body::empty))

@@ -1,4 +1,4 @@
-//! The state every handler shares: the store, the bus and the configuration.
+//! The state every handler shares: the store, the bus, the configuration and the rate limits.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use parley_store::Store;
 
 use crate::config::{ServerConfig, HINT_INTERVAL_MS_MAX};
 use crate::gateway::Gateway;
+use crate::rate_limit::RateLimiter;
 
 /// Cheap to clone: every field is shared, so axum hands one copy to each request.
 #[derive(Clone)]
@@ -20,6 +21,7 @@ pub struct AppState {
     /// equal length in constant time. `None` when no admin token is configured.
     admin_token_hash: Option<Arc<str>>,
     gateway: Arc<Gateway>,
+    rate_limiter: Arc<RateLimiter>,
 }
 
 impl AppState {
@@ -32,8 +34,10 @@ impl AppState {
         let hint_interval =
             Duration::from_millis(config.hint_interval_ms.clamp(1, HINT_INTERVAL_MS_MAX));
         let gateway = Arc::new(Gateway::new(config.gateway_id.clone(), hint_interval));
+        let rate_limiter = Arc::new(RateLimiter::new(config.rate_limit_per_s));
         Self {
             gateway,
+            rate_limiter,
             store,
             bus,
             config: Arc::new(config),
@@ -55,6 +59,11 @@ impl AppState {
 
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.gateway
+    }
+
+    /// The buckets of `RATE_LIMIT_PER_S`, shared by HTTP and WebSocket.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.rate_limiter
     }
 
     pub(crate) fn admin_token_hash(&self) -> Option<&str> {

@@ -82,14 +82,18 @@ impl Snapshot {
     }
 }
 
-/// `NotMember` for an unknown conversation and for a reader who never had a period (P10).
+/// `NotMember` for an unknown conversation and for a reader who never had a period (P10), after
+/// the same two statements for both.
 pub(crate) async fn snapshot<T: LogReadTx>(
     tx: &mut T,
     conv_id: &ConvId,
     viewer: &UserId,
 ) -> Result<Snapshot, StoreError> {
-    let bounds = tx.log_bounds(conv_id).await?.ok_or(Rejection::NotMember)?;
+    let bounds = tx.log_bounds(conv_id).await?;
     let periods = tx.periods(conv_id, viewer).await?;
+    let Some(bounds) = bounds else {
+        return Err(Rejection::NotMember.into());
+    };
     if periods.is_empty() {
         return Err(Rejection::NotMember.into());
     }

@@ -30,11 +30,17 @@ pub enum Request {
     },
     /// Answered like `POST …/read`: a [`crate::ReadAck`].
     Read { conv_id: String, seq: i64 },
-    /// Answered like `GET …/events?after=`: a [`crate::EventsPage`].
+    /// Answered like `GET …/events?after=`: a [`crate::EventsPage`]. A `limit` above `u32`'s
+    /// range reads as `u32::MAX`, since the server clamps page sizes anyway, as it does for
+    /// the query's `limit`.
     Sync {
         conv_id: String,
         after: i64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "saturating_u32",
+            skip_serializing_if = "Option::is_none"
+        )]
         limit: Option<u32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         epoch: Option<i64>,
@@ -79,6 +85,11 @@ impl<Id: DeserializeOwned> ClientFrame<Id> {
             request,
         })
     }
+}
+
+/// A JSON integer of zero or more, with values above `u32::MAX` read as `u32::MAX`.
+fn saturating_u32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    Ok(Option::<u64>::deserialize(deserializer)?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
 }
 
 fn unexpected(value: &Value) -> serde::de::Unexpected<'_> {
@@ -135,13 +146,17 @@ pub enum ServerFrame<Id = Option<String>, E = Event> {
         fields: Map<String, Value>,
     },
     /// A refused request, with the HTTP error code ([`crate::ErrorCode`]); `req_id` is null when
-    /// the frame that caused it had none (e.g. malformed JSON).
+    /// the frame that caused it had none (e.g. malformed JSON). `retry_after_ms` comes with
+    /// `RATE_LIMITED` only: how long until the device may ask again (HTTP's `Retry-After`, in
+    /// milliseconds).
     Error {
         #[serde(default, deserialize_with = "echoed")]
         req_id: Id,
         code: String,
         #[serde(default)]
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
     },
     /// A committed event, full payload.
     Event { event: E },
@@ -298,6 +313,23 @@ mod tests {
     }
 
     #[test]
+    fn sync_limits_beyond_u32_saturate() {
+        let limit = |n: Value| {
+            let text = json!({"type": "sync", "req_id": "r1", "conv_id": "c", "after": 0,
+                              "limit": n})
+            .to_string();
+            match serde_json::from_str::<ClientFrame>(&text).map(|f| f.request) {
+                Ok(Request::Sync { limit, .. }) => limit,
+                other => panic!("not a sync: {other:?}"),
+            }
+        };
+        assert_eq!(limit(json!(7)), Some(7));
+        assert_eq!(limit(json!(4_294_967_296_u64)), Some(u32::MAX));
+        assert_eq!(limit(json!(u64::MAX)), Some(u32::MAX));
+        assert_eq!(limit(Value::Null), None);
+    }
+
+    #[test]
     fn the_server_keeps_any_req_id_as_sent() {
         for req_id in [json!(7), json!("r7"), json!({"n": 1}), Value::Null] {
             let text = json!({"type": "ping", "req_id": req_id}).to_string();
@@ -320,6 +352,7 @@ mod tests {
             json!({"type": "read", "req_id": 1, "conv_id": "c"}),
             json!({"type": "read", "req_id": 1, "conv_id": "c", "seq": "4"}),
             json!({"type": "sync", "req_id": 1, "conv_id": "c", "after": 0, "limit": -1}),
+            json!({"type": "sync", "req_id": 1, "conv_id": "c", "after": 0, "limit": 1.5}),
             json!({"type": "ping", "req_id": 1, "type2": "x"}),
             json!(["ping", 1]),
             json!("ping"),
@@ -355,9 +388,20 @@ mod tests {
                     req_id: Value::Null,
                     code: "BAD_REQUEST".into(),
                     message: "malformed JSON".into(),
+                    retry_after_ms: None,
                 },
                 json!({"type": "error", "req_id": null, "code": "BAD_REQUEST",
                        "message": "malformed JSON"}),
+            ),
+            (
+                ServerFrame::Error {
+                    req_id: json!("s1"),
+                    code: "RATE_LIMITED".into(),
+                    message: "slow down".into(),
+                    retry_after_ms: Some(250),
+                },
+                json!({"type": "error", "req_id": "s1", "code": "RATE_LIMITED",
+                       "message": "slow down", "retry_after_ms": 250}),
             ),
             (
                 ServerFrame::Event { event: join },
@@ -444,6 +488,7 @@ mod tests {
                     req_id: None,
                     code: "BAD_REQUEST".into(),
                     message: "x".into(),
+                    retry_after_ms: None,
                 },
             ),
             (
@@ -452,6 +497,7 @@ mod tests {
                     req_id: Some("r9".into()),
                     code: "NOT_MEMBER".into(),
                     message: String::new(),
+                    retry_after_ms: None,
                 },
             ),
             (

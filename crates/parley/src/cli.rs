@@ -118,10 +118,6 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_RETENTION_MS")]
     pub retention_ms: Option<i64>,
 
-    /// Requests per second allowed to one device; absent means no limit.
-    #[arg(long, env = "PARLEY_RATE_LIMIT_PER_S")]
-    pub rate_limit_per_s: Option<u32>,
-
     /// Time after which a silent WebSocket connection is closed.
     #[arg(long, env = "PARLEY_IDLE_TIMEOUT_MS", default_value_t = IDLE_TIMEOUT_MS_DEFAULT)]
     pub idle_timeout_ms: u64,
@@ -172,6 +168,22 @@ pub struct ServeArgs {
     /// Most PostgreSQL connections this process opens.
     #[arg(long, env = "PARLEY_POOL_SIZE", default_value_t = POOL_SIZE_DEFAULT)]
     pub pool_size: u32,
+
+    // Abuse limits and browser origins.
+    /// Requests per second allowed to one device (sends) and to the admin token, with a burst
+    /// of one second's worth; absent or 0 means no limit.
+    #[arg(long, env = "PARLEY_RATE_LIMIT_PER_S")]
+    pub rate_limit_per_s: Option<u32>,
+
+    /// A browser origin (scheme://host[:port]) allowed to open WebSockets besides the server's
+    /// own; repeat for several (the environment variable takes them comma-separated); `*`
+    /// allows any.
+    #[arg(
+        long = "ws-allowed-origin",
+        env = "PARLEY_WS_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub ws_allowed_origins: Vec<String>,
 }
 
 #[derive(Args)]
@@ -220,6 +232,32 @@ mod tests {
         assert_eq!(args.connections_per_address_max, 1_000);
         assert_eq!(args.bus, BusKind::Local);
         assert!(!args.no_migrate);
+        assert_eq!(args.rate_limit_per_s, None);
+        assert!(args.ws_allowed_origins.is_empty());
+    }
+
+    #[test]
+    fn allowed_origins_repeat_or_come_comma_separated() {
+        let cli = Cli::try_parse_from([
+            "parley",
+            "serve",
+            "--ws-allowed-origin",
+            "https://a.example",
+            "--ws-allowed-origin",
+            "https://b.example,http://localhost:3000",
+        ])
+        .expect("flags parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve");
+        };
+        assert_eq!(
+            args.ws_allowed_origins,
+            [
+                "https://a.example",
+                "https://b.example",
+                "http://localhost:3000"
+            ]
+        );
     }
 
     #[test]

@@ -1,38 +1,33 @@
 //! The data directory of a node: the embedded store's file and the generated admin token.
 //!
-//! The directory is created readable by the owner only, and so is the token file: whoever reads
-//! the token administers the server.
+//! The directory is readable by the owner only, whether it was created here or existed before,
+//! and so is the token file: whoever reads the token administers the server.
 
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use parley_store::sqlite::files::private_dir;
 use rand::RngCore;
 
 /// File of the generated admin token inside the data directory.
 pub const ADMIN_TOKEN_FILE_NAME: &str = "admin_token";
 /// Random bytes in a generated admin token: 256 bits, like device tokens.
 const ADMIN_TOKEN_BYTES: usize = 32;
-/// Permissions of the data directory: owner only.
-#[cfg(unix)]
-const DATA_DIR_MODE: u32 = 0o700;
 /// Permissions of the admin token file: owner read and write only.
 #[cfg(unix)]
 const ADMIN_TOKEN_FILE_MODE: u32 = 0o600;
 
-/// Creates the data directory (owner only) when it is missing; an existing one is kept as is.
+/// Creates the data directory when it is missing and makes it owner-only either way, as the
+/// embedded store does with its own directory.
 pub fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(DATA_DIR_MODE);
-    }
-    builder
-        .create(dir)
-        .with_context(|| format!("cannot create the data directory {}", dir.display()))
+    private_dir(dir).with_context(|| {
+        format!(
+            "cannot make the data directory {} (mode 700)",
+            dir.display()
+        )
+    })
 }
 
 /// Where the admin token came from.
@@ -103,6 +98,8 @@ fn warn_if_readable_by_others(_path: &Path) {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
+    use parley_store::sqlite::files::DATA_DIR_MODE;
 
     #[test]
     fn a_token_is_generated_once_then_kept() {
@@ -135,6 +132,21 @@ mod tests {
             mode(&data.join(ADMIN_TOKEN_FILE_NAME)),
             ADMIN_TOKEN_FILE_MODE
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_directory_is_made_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+        ensure_dir(dir.path()).expect("data dir");
+        let mode = fs::metadata(dir.path())
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, DATA_DIR_MODE);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
 use parley_server::config::{generated_gateway_id, ConnectionLimits};
+use parley_server::gateway::origin::check_allow_list;
 use parley_server::listener::open_files;
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::PgStore;
@@ -179,6 +180,8 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
     if !(1..=HINT_INTERVAL_MS_MAX).contains(&args.hint_interval_ms) {
         bail!("--hint-interval-ms must be between 1 and {HINT_INTERVAL_MS_MAX} (SPEC §8)");
     }
+    check_allow_list(&args.ws_allowed_origins)
+        .context("--ws-allowed-origin (PARLEY_WS_ALLOWED_ORIGINS)")?;
     let connections = connection_limits(args)?;
     Ok(ServerConfig {
         limits: Limits {
@@ -195,6 +198,8 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
         purge_interval_ms: args.purge_interval_ms,
         tombstone_ttl_ms: args.tombstone_ttl_ms,
         hint_interval_ms: args.hint_interval_ms,
+        rate_limit_per_s: args.rate_limit_per_s.unwrap_or(0),
+        ws_allowed_origins: args.ws_allowed_origins.clone(),
         connections,
         ..ServerConfig::default()
     })
@@ -232,9 +237,6 @@ fn not_yet_in_effect(args: &ServeArgs) -> Vec<&'static str> {
     let mut ignored = Vec::new();
     if args.nats_url.is_some() {
         ignored.push("--nats-url");
-    }
-    if args.rate_limit_per_s.is_some() {
-        ignored.push("--rate-limit-per-s");
     }
     ignored
 }
@@ -362,6 +364,24 @@ mod tests {
                 "{flag} 0 was accepted"
             );
         }
+    }
+
+    #[test]
+    fn rate_limit_and_origins_reach_the_server() {
+        let args = serve_args(&[
+            "--rate-limit-per-s",
+            "20",
+            "--ws-allowed-origin",
+            "https://chat.example",
+        ]);
+        let config = server_config(&args, "t0ken".to_owned()).expect("a valid configuration");
+        assert_eq!(config.rate_limit_per_s, 20);
+        assert_eq!(config.ws_allowed_origins, ["https://chat.example"]);
+        assert!(not_yet_in_effect(&args).is_empty());
+        let off = server_config(&serve_args(&[]), "t0ken".to_owned()).expect("defaults");
+        assert_eq!(off.rate_limit_per_s, 0);
+        let args = serve_args(&["--ws-allowed-origin", "chat.example"]);
+        assert!(server_config(&args, "t0ken".to_owned()).is_err());
     }
 
     #[test]

@@ -263,6 +263,7 @@ impl Driver {
                 req_id: Some(req_id),
                 code,
                 message,
+                ..
             } => {
                 self.answer(Some(req_id), Err(ClientError::from_frame(code, message)));
                 Ok(())

@@ -143,6 +143,7 @@ impl SocketFetch<'_> {
                     req_id: Some(id),
                     code,
                     message,
+                    ..
                 } if id == req_id => return Err(ClientError::from_frame(code, message)),
                 other => self.link.stash.push_back(Stashed::Frame(other)),
             }

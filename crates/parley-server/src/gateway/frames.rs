@@ -65,6 +65,7 @@ pub fn error(req_id: Value, err: &ApiError) -> Message {
         req_id,
         code: err.code().to_owned(),
         message: err.to_string(),
+        retry_after_ms: err.retry_after_ms(),
     })
 }
 

@@ -7,6 +7,7 @@ pub mod frames;
 pub mod hints;
 pub mod hub;
 pub mod notices;
+pub mod origin;
 pub mod socket;
 
 use std::sync::Arc;

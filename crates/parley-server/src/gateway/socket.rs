@@ -22,8 +22,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 
-use super::frames;
 use super::hub::{CloseReason, ConnHandle};
+use super::{frames, origin};
 use crate::auth::{authenticate_device, bearer_from_headers};
 use crate::error::ApiError;
 use crate::request::{frame, FrameRequest};
@@ -86,23 +86,18 @@ async fn accept(
 }
 
 /// Browsers send `Origin`; native clients do not. A browser page is accepted from the server's
-/// own origin or an origin in the allow-list (`*` allows any).
+/// own origin or an origin in the allow-list (`*` allows any), compared by scheme, host and
+/// port (`origin.rs`).
 fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+    let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
-    let allowed = &state.config().ws_allowed_origins;
-    if allowed.iter().any(|a| a == "*" || a == origin) {
-        return Ok(());
-    }
+    let origin = origin.to_str().unwrap_or_default();
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let same_origin = origin
-        .split_once("://")
-        .is_some_and(|(_, rest)| rest == host);
-    if same_origin {
+    if origin::is_allowed(origin, host, &state.config().ws_allowed_origins) {
         return Ok(());
     }
     Err(ApiError::Forbidden("origin not allowed".into()))

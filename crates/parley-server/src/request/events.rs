@@ -37,7 +37,7 @@ pub enum ReadEvents {
 }
 
 impl SyncAfter {
-    /// A `sync` frame's fields: `after` and `epoch` are taken as sent.
+    /// A `sync` frame's fields, in the order of the query's and with its ranges.
     pub fn from_frame(
         conv_id: &str,
         after: i64,
@@ -45,7 +45,11 @@ impl SyncAfter {
         epoch: Option<i64>,
     ) -> Result<Self, ApiError> {
         let conv_id = fields::conv_id(conv_id)?;
-        let limit = fields::frame_limit(limit)?;
+        let after = fields::non_negative("after", after)?;
+        let epoch = epoch
+            .map(|e| fields::non_negative("epoch", e))
+            .transpose()?;
+        let limit = fields::page_size(limit.map(i64::from))?;
         Ok(Self {
             conv_id,
             after,

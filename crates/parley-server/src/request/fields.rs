@@ -1,11 +1,13 @@
 //! One parse function per request field, shared by HTTP and WebSocket: each turns what a
 //! transport carried into the domain's type, or into the 400 (or 413) to answer.
 //!
-//! Numbers differ by transport so far: a query string carries text, checked here by `cursor`
-//! and `limit`; a frame carries JSON numbers, whose `after` and `epoch` are taken as sent and
-//! whose `limit` only refuses 0 (`frame_limit`).
+//! Numbers follow one rule on both transports. A frame carries JSON integers; a path or query
+//! carries text, which must be written as JSON writes an integer (`whole_number`: digits, no
+//! sign, no leading zero), so `+3` and `03` are refused rather than read as 3. Then each field
+//! has the same range whatever carried it: cursors and epochs zero or more (`non_negative`),
+//! page sizes one or more, clamped to the maximum (`page_size`).
 
-use parley_domain::ids::BodyError;
+use parley_domain::ids::{storable_text, BodyError};
 use parley_domain::limits::page_limit;
 use parley_domain::{Body, ClientMsgId, ConvId, DeviceId, IdError, UserId};
 use serde_json::Value;
@@ -49,48 +51,71 @@ pub fn body_size(request: &Value, body_bytes_max: usize) -> Result<(), ApiError>
     }
 }
 
-/// A checked message body; an empty body is a bad request, an oversized one 413.
+/// A checked message body; an empty body or one with U+0000 is a bad request, an oversized one
+/// 413.
 pub fn body(raw: &str, body_bytes_max: usize) -> Result<Body, ApiError> {
     Body::parse(raw, body_bytes_max).map_err(|e| match e {
-        BodyError::Empty => ApiError::bad_request(e.to_string()),
+        BodyError::Empty | BodyError::Unstorable(_) => ApiError::bad_request(e.to_string()),
         BodyError::TooLarge { len, max } => ApiError::BodyTooLarge { len, max },
     })
 }
 
-/// A cursor or epoch named `name`, written as text: a whole number, zero or more.
-pub fn cursor(name: &str, raw: &str) -> Result<i64, ApiError> {
+/// A free text the store keeps as written, such as a title or a display name: anything the
+/// stores can hold (no U+0000).
+pub fn text(what: &'static str, raw: &str) -> Result<(), ApiError> {
+    storable_text(what, raw).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// A whole number `name` written as text, the way JSON writes an integer: decimal digits
+/// without a sign or a leading zero, at most `i64::MAX`.
+pub fn whole_number(name: &str, raw: &str) -> Result<i64, ApiError> {
+    let canonical = !raw.is_empty()
+        && raw.bytes().all(|b| b.is_ascii_digit())
+        && (raw == "0" || !raw.starts_with('0'));
     match raw.parse::<i64>() {
-        Ok(n) if n >= 0 => Ok(n),
+        Ok(n) if canonical => Ok(n),
         _ => Err(ApiError::bad_request(format!(
-            "`{name}` must be a whole number of zero or more"
+            "`{name}` must be a whole number of zero or more, written without a sign or \
+             leading zeros"
         ))),
     }
 }
 
-/// A page size written as text: at least 1; sizes above the maximum are clamped, not refused
-/// (SPEC §5).
-pub fn limit(raw: &str) -> Result<u32, ApiError> {
-    match raw.parse::<i64>() {
-        Ok(n) if n >= 1 => Ok(page_limit(Some(u32::try_from(n).unwrap_or(u32::MAX)))),
-        _ => Err(ApiError::bad_request(
+/// A cursor or epoch named `name`, whichever transport carried it: zero or more.
+pub fn non_negative(name: &str, n: i64) -> Result<i64, ApiError> {
+    if n < 0 {
+        return Err(ApiError::bad_request(format!(
+            "`{name}` must be a whole number of zero or more"
+        )));
+    }
+    Ok(n)
+}
+
+/// A cursor or epoch named `name`, written as text.
+pub fn cursor(name: &str, raw: &str) -> Result<i64, ApiError> {
+    non_negative(name, whole_number(name, raw)?)
+}
+
+/// A page size, whichever transport carried it: at least 1; sizes above the maximum are
+/// clamped, not refused (SPEC §5); none takes the default.
+pub fn page_size(limit: Option<i64>) -> Result<u32, ApiError> {
+    match limit {
+        Some(n) if n < 1 => Err(ApiError::bad_request(
             "`limit` must be a whole number of 1 or more",
         )),
+        Some(n) => Ok(page_limit(Some(u32::try_from(n).unwrap_or(u32::MAX)))),
+        None => Ok(page_limit(None)),
     }
 }
 
-/// The page size of a `sync` frame, already a JSON number of `u32`: 0 is refused, sizes above
-/// the maximum are clamped, none takes the default.
-pub fn frame_limit(limit: Option<u32>) -> Result<u32, ApiError> {
-    if limit == Some(0) {
-        return Err(ApiError::bad_request("limit must be at least 1"));
-    }
-    Ok(page_limit(limit))
+/// A page size written as text.
+pub fn limit(raw: &str) -> Result<u32, ApiError> {
+    page_size(Some(whole_number("limit", raw)?))
 }
 
 /// The seq of an event, written as text in a path.
 pub fn seq(raw: &str) -> Result<i64, ApiError> {
-    raw.parse()
-        .map_err(|_| ApiError::bad_request("seq must be an integer"))
+    whole_number("seq", raw)
 }
 
 #[cfg(test)]
@@ -132,17 +157,55 @@ mod tests {
     }
 
     #[test]
-    fn numbers_follow_the_rules_of_their_transport() {
+    fn numbers_are_written_as_json_writes_integers() {
         assert_eq!(cursor("after", "0").ok(), Some(0));
-        assert_eq!(code(cursor("after", "-1")), Some("BAD_REQUEST"));
-        assert_eq!(code(cursor("after", "")), Some("BAD_REQUEST"));
-        assert_eq!(limit("10").ok(), Some(10));
-        assert_eq!(limit("4294967296").ok(), Some(PAGE_LIMIT_MAX));
-        assert_eq!(code(limit("0")), Some("BAD_REQUEST"));
-        assert_eq!(frame_limit(None).ok(), Some(PAGE_LIMIT_DEFAULT));
-        assert_eq!(frame_limit(Some(u32::MAX)).ok(), Some(PAGE_LIMIT_MAX));
-        assert_eq!(code(frame_limit(Some(0))), Some("BAD_REQUEST"));
         assert_eq!(seq("12").ok(), Some(12));
-        assert_eq!(code(seq("twelve")), Some("BAD_REQUEST"));
+        assert_eq!(
+            whole_number("after", "9223372036854775807").ok(),
+            Some(i64::MAX)
+        );
+        for bad in [
+            "",
+            "-1",
+            "+3",
+            "03",
+            "00",
+            " 3",
+            "3 ",
+            "1e2",
+            "3.0",
+            "twelve",
+            "9223372036854775808",
+        ] {
+            assert_eq!(
+                code(whole_number("after", bad)),
+                Some("BAD_REQUEST"),
+                "{bad}"
+            );
+            assert_eq!(code(seq(bad)), Some("BAD_REQUEST"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ranges_are_the_same_on_both_transports() {
+        assert_eq!(non_negative("after", 0).ok(), Some(0));
+        assert_eq!(code(non_negative("after", -5)), Some("BAD_REQUEST"));
+        assert_eq!(limit("10").ok(), Some(10));
+        assert_eq!(page_size(Some(10)).ok(), Some(10));
+        assert_eq!(limit("4294967296").ok(), Some(PAGE_LIMIT_MAX));
+        assert_eq!(page_size(Some(4_294_967_296)).ok(), Some(PAGE_LIMIT_MAX));
+        assert_eq!(page_size(None).ok(), Some(PAGE_LIMIT_DEFAULT));
+        assert_eq!(code(limit("0")), Some("BAD_REQUEST"));
+        assert_eq!(code(page_size(Some(0))), Some("BAD_REQUEST"));
+        assert_eq!(code(page_size(Some(-1))), Some("BAD_REQUEST"));
+    }
+
+    #[test]
+    fn zero_characters_are_bad_requests() {
+        assert_eq!(code(body("a\0", 16)), Some("BAD_REQUEST"));
+        assert_eq!(code(text("title", "a\0")), Some("BAD_REQUEST"));
+        assert!(text("title", "a b").is_ok());
+        assert_eq!(code(conv_id("..")), Some("BAD_REQUEST"));
+        assert_eq!(code(user_id(".")), Some("BAD_REQUEST"));
     }
 }

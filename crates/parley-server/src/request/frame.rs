@@ -62,7 +62,7 @@ fn checked(value: Value, body_bytes_max: usize) -> Result<FrameRequest, ApiError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use parley_domain::limits::PAGE_LIMIT_DEFAULT;
+    use parley_domain::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
     use serde_json::json;
 
     fn code_of(text: &str, body_bytes_max: usize) -> (Value, Option<&'static str>) {
@@ -100,6 +100,31 @@ mod tests {
     }
 
     #[test]
+    fn sync_numbers_follow_the_query_rules() {
+        let sync = |fields: &str| {
+            let text = format!(r#"{{"type":"sync","req_id":1,"conv_id":"c",{fields}}}"#);
+            match parse(&text, 16).1 {
+                Ok(FrameRequest::Sync(s)) => Ok((s.after, s.epoch, s.limit)),
+                Ok(other) => panic!("not a sync: {other:?}"),
+                Err(e) => Err(e.code()),
+            }
+        };
+        assert_eq!(sync(r#""after":-5"#), Err("BAD_REQUEST"));
+        assert_eq!(sync(r#""after":0,"epoch":-1"#), Err("BAD_REQUEST"));
+        assert_eq!(sync(r#""after":0,"limit":-1"#), Err("BAD_REQUEST"));
+        assert_eq!(sync(r#""after":0,"limit":0"#), Err("BAD_REQUEST"));
+        assert_eq!(sync(r#""after":0.5"#), Err("BAD_REQUEST"));
+        assert_eq!(
+            sync(r#""after":0,"limit":4294967296"#),
+            Ok((0, None, PAGE_LIMIT_MAX))
+        );
+        assert_eq!(
+            sync(r#""after":7,"epoch":0"#),
+            Ok((7, Some(0), PAGE_LIMIT_DEFAULT))
+        );
+    }
+
+    #[test]
     fn refusals_keep_the_order_of_the_spec() {
         assert_eq!(code_of("{not json", 16), (Value::Null, Some("BAD_REQUEST")));
         // An oversized body outranks the unknown field and the bad id beside it.
@@ -113,6 +138,11 @@ mod tests {
         assert_eq!(code_of(text, 16), (json!(4), Some("BAD_REQUEST")));
         let text = r#"{"type":"sync","req_id":5,"conv_id":"c","after":0,"limit":0}"#;
         assert_eq!(code_of(text, 16), (json!(5), Some("BAD_REQUEST")));
+        let text =
+            r#"{"type":"send","req_id":6,"conv_id":"c","client_msg_id":"m","body":"a\u0000"}"#;
+        assert_eq!(code_of(text, 16), (json!(6), Some("BAD_REQUEST")));
+        let text = r#"{"type":"send","req_id":7,"conv_id":"..","client_msg_id":"m","body":"a"}"#;
+        assert_eq!(code_of(text, 16), (json!(7), Some("BAD_REQUEST")));
         assert_eq!(
             code_of(r#"{"type":"dance","req_id":"r7"}"#, 16),
             (json!("r7"), Some("BAD_REQUEST"))

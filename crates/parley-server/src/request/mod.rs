@@ -4,8 +4,10 @@
 //!
 //! Both transports parse each field with the same function of `fields`, in SPEC §6's order:
 //! authentication (401, before anything here), size limits (413: an oversized message body is
-//! found on the loose JSON, before the strict parse), parsing (400), and only then the store
-//! (404, 403, 409). A refused request never reaches the store, so it writes nothing.
+//! found on the loose JSON, before the strict parse), parsing (400; 415 for a body not declared
+//! JSON), the rate limit (429, `rate_limit.rs`: only a well-formed request spends a token), and
+//! only then the store (404, 403, 409). A refused request never reaches the store, so it writes
+//! nothing.
 
 pub mod fields;
 pub mod frame;

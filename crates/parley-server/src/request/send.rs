@@ -9,6 +9,7 @@ use super::fields;
 use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::path::{ConvPath, DeferredPath};
+use crate::rate_limit::LimitKind;
 use crate::service;
 use crate::state::AppState;
 
@@ -55,7 +56,10 @@ impl SendMessage {
         Self::new(conv_id, &req.client_msg_id, &req.body, body_bytes_max)
     }
 
+    /// Takes a token of the device's send budget (`RATE_LIMITED` without one: nothing is
+    /// written), then sends.
     pub async fn run(self, state: &AppState, device: &DeviceIdentity) -> Result<SendAck, ApiError> {
+        state.rate_limiter().check_device(LimitKind::Send, device)?;
         service::send(state, device, self.conv_id, self.client_msg_id, self.body).await
     }
 }

@@ -1,4 +1,5 @@
 //! Operator endpoints: users and device tokens. They take the admin token, never a device's.
+//! Each call spends a token of the admin endpoints' rate limit once it parsed, like a send.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -10,8 +11,15 @@ use crate::auth::Admin;
 use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::path::{self, DeferredPath, UserDevicePath, UserPath};
+use crate::rate_limit::{LimitKind, ADMIN_KEY};
+use crate::request::fields;
 use crate::service;
 use crate::state::AppState;
+
+/// Takes a token of the admin endpoints' bucket, or answers `RATE_LIMITED`.
+fn admin_budget(state: &AppState) -> Result<(), ApiError> {
+    state.rate_limiter().check(LimitKind::Admin, ADMIN_KEY)
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +42,10 @@ pub async fn create_user(
 ) -> Result<(StatusCode, Json<UserCreated>), ApiError> {
     let req: CreateUserRequest = body.parse()?;
     let user_id = path::user_id(&req.user_id)?;
+    if let Some(name) = &req.display_name {
+        fields::text("display_name", name)?;
+    }
+    admin_budget(&state)?;
     let user = state
         .store()
         .create_user(&user_id, req.display_name.as_deref())
@@ -72,6 +84,7 @@ pub async fn issue_device(
     let user_id = path.into_inner()?.user_id()?;
     let req: IssueDeviceRequest = body.parse()?;
     let device_id = path::device_id(&req.device_id)?;
+    admin_budget(&state)?;
     // The old token stops working; so do its open connections, on every gateway.
     let token = service::issue_device_token(&state, &user_id, &device_id).await?;
     Ok((
@@ -92,6 +105,7 @@ pub async fn revoke_device(
     path: DeferredPath<UserDevicePath>,
 ) -> Result<StatusCode, ApiError> {
     let (user_id, device_id) = path.into_inner()?.ids()?;
+    admin_budget(&state)?;
     service::revoke_device(&state, &user_id, &device_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

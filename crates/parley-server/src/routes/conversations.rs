@@ -16,6 +16,7 @@ use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::path::{self, ConvPath, DeferredPath};
 use crate::query::{self, QueryPairs};
+use crate::request::fields;
 use crate::service;
 use crate::state::AppState;
 
@@ -70,6 +71,9 @@ pub fn new_conversation(
         (ConvKind::Group, Some(raw)) => Some(path::group_conv_id(&raw)?),
         (ConvKind::Group, None) => None,
     };
+    if let Some(title) = &req.title {
+        fields::text("title", title)?;
+    }
     if req.recall_window_ms.is_some_and(|ms| ms < 0) {
         return Err(ApiError::bad_request(
             "recall_window_ms must not be negative",
@@ -223,6 +227,15 @@ mod tests {
         )
         .expect("a valid request");
         assert_eq!((new.recall_window_ms, new.retention_ms), (1, Some(2)));
+    }
+
+    #[test]
+    fn titles_hold_no_zero_character() {
+        let req = request(r#"{"kind":"group","members":[],"title":"a\u0000b"}"#);
+        let err = new_conversation(&ana(), req, &ServerConfig::default()).err();
+        assert_eq!(err.map(|e| e.code()), Some("BAD_REQUEST"));
+        let req = request(r#"{"kind":"group","members":[],"title":"a b"}"#);
+        assert!(new_conversation(&ana(), req, &ServerConfig::default()).is_ok());
     }
 
     #[test]

@@ -22,7 +22,7 @@ fn error_code(r: &RawResponse) -> &str {
 }
 
 /// Fails unless the answer is `status` with the error envelope carrying `code`.
-fn expect_error(r: &RawResponse, status: u16, code: &str, what: &str) -> Result<()> {
+pub(crate) fn expect_error(r: &RawResponse, status: u16, code: &str, what: &str) -> Result<()> {
     ensure!(
         r.status == status && error_code(r) == code,
         "{what}: expected {status} {code}, got {} {}",

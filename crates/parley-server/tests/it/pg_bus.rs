@@ -286,14 +286,16 @@ async fn a_read_notice_and_a_revoke_notice_cross_from_a_to_b_and_reach_a_at_once
     // B gets both, in the order A made them.
     ensure!(next_notice(&mut sub_b, "the read on B").await? == read);
     ensure!(next_notice(&mut sub_b, "the revoke on B").await? == revoke);
+    // And A does not hear its own notices a second time.
+    tokio::time::sleep(Duration::from_millis(QUIET_PERIOD_MS)).await;
+    // A counts a notice as sent once `pg_notify` returned, which may be after B received it;
+    // after the quiet period both counters have settled.
     let (sa, sb) = (a.stats(), b.stats());
     ensure!(sa.notices_sent == 2 && sa.notices_lost == 0, "{sa:?}");
     ensure!(
         sb.notices_received == 2 && sb.notices_unknown == 0,
         "{sb:?}"
     );
-    // And A does not hear its own notices a second time.
-    tokio::time::sleep(Duration::from_millis(QUIET_PERIOD_MS)).await;
     match sub_a.try_recv() {
         Err(TryRecvError::Empty) => {}
         other => bail!("A got its own notice back: {other:?}"),

@@ -89,7 +89,8 @@ pub(crate) trait MembershipTx: WriteTx {
 }
 
 /// Starts a membership change: a write transaction, the conversation locked and the parties
-/// read. An unknown conversation answers like one the actor is no member of (P10).
+/// read. An unknown conversation answers like one the actor is no member of (P10), once the
+/// parties are read as for a conversation that exists, so no sooner.
 pub(super) async fn begin_change<B: Backend>(
     backend: &B,
     conv_id: &ConvId,
@@ -97,10 +98,8 @@ pub(super) async fn begin_change<B: Backend>(
     target: &UserId,
 ) -> Result<(B::Tx, Locked, Parties), StoreError> {
     let mut tx = backend.begin_write().await?;
-    let locked = tx
-        .lock_for_change(conv_id)
-        .await?
-        .ok_or(Rejection::NotMember)?;
+    let locked = tx.lock_for_change(conv_id).await?;
     let parties = tx.parties(conv_id, actor, target).await?;
+    let locked = locked.ok_or(Rejection::NotMember)?;
     Ok((tx, locked, parties))
 }

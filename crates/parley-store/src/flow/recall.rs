@@ -72,11 +72,13 @@ pub(crate) async fn recall<B: Backend>(
     now: DateTime<Utc>,
 ) -> Result<RecallOutcome, StoreError> {
     let mut tx = backend.begin_write().await?;
-    // An unknown conversation answers like one the actor never joined (P10).
-    let Some(mut locked) = tx.lock_for_recall(conv_id).await? else {
+    let locked = tx.lock_for_recall(conv_id).await?;
+    // An unknown conversation answers like one the actor never joined (P10), after the same
+    // statements.
+    let periods = tx.periods(conv_id, actor).await?;
+    let Some(mut locked) = locked else {
         return Err(Rejection::NotMember.into());
     };
-    let periods = tx.periods(conv_id, actor).await?;
     check_actor(&periods)?;
     let target = tx.recall_target(conv_id, target_seq).await?;
     let window_ms = locked.recall_window_ms;

@@ -54,13 +54,15 @@ pub(crate) async fn send_in<T: SendTx>(
     mut tx: T,
     req: &SendRequest,
 ) -> Result<SendOutcome, StoreError> {
-    // 1. The lock; an unknown conversation answers like a non-member (P10).
-    let Some(mut counter) = tx.lock_for_send(&req.conv_id).await? else {
+    // 1. The lock.
+    let counter = tx.lock_for_send(&req.conv_id).await?;
+    // 2–4. The request key and the sender's period, read for an unknown conversation too: it
+    // answers like a non-member (P10), and only after the same statements, so not sooner.
+    let check = tx.key_check(req).await?;
+    let Some(mut counter) = counter else {
         return Err(Rejection::NotMember.into());
     };
     let next_seq = counter.next_seq();
-    // 2–4. The request key and the sender's period, decided.
-    let check = tx.key_check(req).await?;
     match decide(&check, None, &req.request_hash)? {
         SendDecision::Write => {}
         SendDecision::Replay {

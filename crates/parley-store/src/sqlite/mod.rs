@@ -17,9 +17,11 @@
 //!   survives a crash of the process and of the machine. `NORMAL` would skip that sync and keep
 //!   acks across `kill -9` but not across a power loss; an ack promises durability (P6);
 //! - a busy timeout, for the rare writer outside this process (the sqlite3 shell, a test);
-//! - foreign keys on, as in PostgreSQL.
+//! - foreign keys on, as in PostgreSQL;
+//! - the directory and the files owner-only (`files.rs`).
 
 mod admin;
+pub mod files;
 mod membership;
 mod read;
 mod realtime;
@@ -70,7 +72,22 @@ impl SqliteStore {
     /// Opens (creating if missing) the database file at `path`. The schema is applied by
     /// [`Store::migrate`].
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        let base = SqliteConnectOptions::new()
+        Self::open_with(path, |options| options).await
+    }
+
+    /// Like [`SqliteStore::open`], with `configure` applied to the options of every connection,
+    /// e.g. to log statements at another level.
+    pub async fn open_with(
+        path: &Path,
+        configure: impl Fn(SqliteConnectOptions) -> SqliteConnectOptions,
+    ) -> Result<Self, StoreError> {
+        files::private_db_file(path).map_err(|e| {
+            StoreError::Unavailable(format!(
+                "cannot create the database file {} owner-only: {e}",
+                path.display()
+            ))
+        })?;
+        let base = configure(SqliteConnectOptions::new())
             .filename(path)
             .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
             .foreign_keys(true);
@@ -101,11 +118,12 @@ impl SqliteStore {
         })
     }
 
-    /// Opens `<dir>/parley.db`, creating the directory if missing.
+    /// Opens `<dir>/parley.db`, creating the directory if missing; both are owner-only
+    /// (`files.rs`).
     pub async fn open_dir(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| {
+        files::private_dir(dir).map_err(|e| {
             StoreError::Unavailable(format!(
-                "cannot create data directory {}: {e}",
+                "cannot create the data directory {} owner-only: {e}",
                 dir.display()
             ))
         })?;

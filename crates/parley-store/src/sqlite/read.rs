@@ -42,6 +42,10 @@ impl ReadMarkTx for Tx<'_> {
 /// was read in.
 const SYNC_TOKEN_PREFIX: &str = "c1.";
 
+fn invalid_token() -> StoreError {
+    Rejection::BadRequest("invalid sync token".into()).into()
+}
+
 /// The feed's change tracking on SQLite. Every write that changes what a feed shows of a
 /// conversation stamps `conversations.change_seq` with the next value of the change clock, and
 /// every move of a read position stamps `read_marks.change_seq`. The token is the clock as the
@@ -57,7 +61,7 @@ impl FeedTx for Tx<'_> {
             .strip_prefix(SYNC_TOKEN_PREFIX)
             .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|n| n.parse::<i64>().ok())
-            .ok_or_else(|| Rejection::BadRequest("invalid sync token".into()).into())
+            .ok_or_else(invalid_token)
     }
 
     async fn changed_since(
@@ -68,6 +72,11 @@ impl FeedTx for Tx<'_> {
         let clock: i64 = sqlx::query_scalar("SELECT last FROM change_clock WHERE id = 1")
             .fetch_one(&mut **self)
             .await?;
+        // A clock this store has not reached was never handed out: refused like any token of
+        // another store, as PostgreSQL refuses a snapshot from its future.
+        if since.is_some_and(|&s| s > clock) {
+            return Err(invalid_token());
+        }
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT m.conv_id FROM membership_periods m
                JOIN conversations c ON c.conv_id = m.conv_id

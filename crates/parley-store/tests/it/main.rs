@@ -2,8 +2,10 @@
 //! builds fast and small. Each module below is one former test file.
 
 mod contract;
+mod p10_statements;
 mod pg_contract;
 mod pg_controls;
 mod pg_failure;
 mod sqlite_contract;
 mod sqlite_failure;
+mod sqlite_files;
