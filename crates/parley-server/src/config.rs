@@ -41,6 +41,61 @@ pub struct ServerConfig {
     /// Requests per second per device (`rate_limit.rs`: sends, and calls of the admin
     /// endpoints); 0 turns limiting off, the default.
     pub rate_limit_per_s: u32,
+    /// Time limits and caps of client connections.
+    pub connections: ConnectionLimits,
+}
+
+/// How long a client connection may take at each stage, and how many may be open. Each limit
+/// bounds what one client can hold without doing useful work: a slow or silent peer is closed
+/// instead of keeping a task, a socket and an open file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// A request head must arrive in full within this time: counted from the accept for a
+    /// connection's first request, from the first byte for later ones.
+    pub header_timeout_ms: u64,
+    /// A request body must arrive in full within this time of its head.
+    pub body_timeout_ms: u64,
+    /// A keep-alive connection with no request started for this long is closed.
+    pub keepalive_idle_ms: u64,
+    /// From a WebSocket upgrade request to the upgrade answered: authentication included.
+    pub ws_handshake_timeout_ms: u64,
+    /// How long closing a WebSocket may take: the close frame's way past frames queued in
+    /// front of it, and the wait for the client's own close frame.
+    pub ws_close_timeout_ms: u64,
+    /// Open connections of the process, HTTP and WebSocket together; the open-file limit can
+    /// lower it (see `listener::open_files`).
+    pub connections_max: usize,
+    /// Open connections from one client address.
+    pub connections_per_address_max: usize,
+}
+
+/// Default limit for a request head to arrive.
+pub const HEADER_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// Default limit for a request body to arrive.
+pub const BODY_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Default idle time of a keep-alive connection between requests.
+pub const KEEPALIVE_IDLE_MS_DEFAULT: u64 = 60_000;
+/// Default limit from a WebSocket upgrade request to its answer.
+pub const WS_HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// Default bound on closing a WebSocket.
+pub const WS_CLOSE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// Default cap on open connections of the process.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// Default cap on open connections from one client address.
+pub const CONNECTIONS_PER_ADDRESS_MAX_DEFAULT: usize = 1_000;
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            header_timeout_ms: HEADER_TIMEOUT_MS_DEFAULT,
+            body_timeout_ms: BODY_TIMEOUT_MS_DEFAULT,
+            keepalive_idle_ms: KEEPALIVE_IDLE_MS_DEFAULT,
+            ws_handshake_timeout_ms: WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
+            ws_close_timeout_ms: WS_CLOSE_TIMEOUT_MS_DEFAULT,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            connections_per_address_max: CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
+        }
+    }
 }
 
 /// Default WebSocket idle timeout (SPEC §6).
@@ -78,6 +133,7 @@ impl Default for ServerConfig {
             tombstone_ttl_ms: TOMBSTONE_TTL_MS_DEFAULT,
             hint_interval_ms: HINT_INTERVAL_MS_DEFAULT,
             rate_limit_per_s: 0,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -99,6 +155,7 @@ impl fmt::Debug for ServerConfig {
             .field("tombstone_ttl_ms", &self.tombstone_ttl_ms)
             .field("hint_interval_ms", &self.hint_interval_ms)
             .field("rate_limit_per_s", &self.rate_limit_per_s)
+            .field("connections", &self.connections)
             .finish()
     }
 }

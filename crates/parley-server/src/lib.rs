@@ -11,6 +11,7 @@ pub mod body;
 pub mod config;
 pub mod error;
 pub mod gateway;
+pub mod listener;
 pub mod path;
 pub mod query;
 pub mod rate_limit;
@@ -26,7 +27,6 @@ mod router_tests;
 use std::future::Future;
 
 use axum::extract::Request;
-use axum::serve::ListenerExt;
 use axum::Router;
 use tower_http::trace::TraceLayer;
 
@@ -44,18 +44,13 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes, then lets in-flight requests
-/// finish. Nagle's algorithm is turned off: answers are small and latency matters more than
-/// packet count.
+/// finish and closes WebSockets with 1001. Every connection runs under the time limits and
+/// caps of `ServerConfig::connections` (see `listener`).
 pub async fn run(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "could not set TCP_NODELAY");
-        }
-    });
     let gateway = state.gateway().clone();
     let background = tokio_util::sync::CancellationToken::new();
     gateway.start(
@@ -74,15 +69,14 @@ pub async fn run(
         shutdown.await;
         closing.begin_shutdown();
     };
-    let served = axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
-    gateway
-        .wait_closed(std::time::Duration::from_millis(SHUTDOWN_DRAIN_MS))
-        .await;
+    let limits = state.config().connections.clone();
+    let drain = std::time::Duration::from_millis(SHUTDOWN_DRAIN_MS);
+    listener::serve(listener, app(state), &limits, shutdown, drain).await;
+    gateway.wait_closed(drain).await;
     background.cancel();
-    served
+    Ok(())
 }
 
-/// How long shutdown waits for WebSocket connections to answer in-flight requests and close.
+/// How long shutdown waits for requests in progress, and then for WebSocket connections, to
+/// be answered and closed.
 const SHUTDOWN_DRAIN_MS: u64 = 10_000;

@@ -17,8 +17,10 @@ pub const DATA_DIR_DEFAULT: &str = "./parley-data";
 /// Default number of PostgreSQL connections of one server process.
 pub const POOL_SIZE_DEFAULT: u32 = 16;
 pub use parley_server::config::{
-    HINT_INTERVAL_MS_DEFAULT, HINT_INTERVAL_MS_MAX, PURGE_INTERVAL_MS_DEFAULT,
-    TOMBSTONE_TTL_MS_DEFAULT,
+    BODY_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
+    HEADER_TIMEOUT_MS_DEFAULT, HINT_INTERVAL_MS_DEFAULT, HINT_INTERVAL_MS_MAX,
+    KEEPALIVE_IDLE_MS_DEFAULT, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT,
+    WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
 };
 /// Default time a silent WebSocket connection is kept open.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
@@ -120,6 +122,45 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_IDLE_TIMEOUT_MS", default_value_t = IDLE_TIMEOUT_MS_DEFAULT)]
     pub idle_timeout_ms: u64,
 
+    /// A request head must arrive in full within this time (of the accept for a connection's
+    /// first request, of its first byte for later ones).
+    #[arg(long, env = "PARLEY_HEADER_TIMEOUT_MS", default_value_t = HEADER_TIMEOUT_MS_DEFAULT)]
+    pub header_timeout_ms: u64,
+
+    /// A request body must arrive in full within this time of its head.
+    #[arg(long, env = "PARLEY_BODY_TIMEOUT_MS", default_value_t = BODY_TIMEOUT_MS_DEFAULT)]
+    pub body_timeout_ms: u64,
+
+    /// A keep-alive connection with no request started for this long is closed.
+    #[arg(long, env = "PARLEY_KEEPALIVE_IDLE_MS", default_value_t = KEEPALIVE_IDLE_MS_DEFAULT)]
+    pub keepalive_idle_ms: u64,
+
+    /// From a WebSocket upgrade request to its answer, authentication included.
+    #[arg(
+        long,
+        env = "PARLEY_WS_HANDSHAKE_TIMEOUT_MS",
+        default_value_t = WS_HANDSHAKE_TIMEOUT_MS_DEFAULT
+    )]
+    pub ws_handshake_timeout_ms: u64,
+
+    /// How long closing a WebSocket may take: its close frame past the frames ahead of it,
+    /// and the client's answer.
+    #[arg(long, env = "PARLEY_WS_CLOSE_TIMEOUT_MS", default_value_t = WS_CLOSE_TIMEOUT_MS_DEFAULT)]
+    pub ws_close_timeout_ms: u64,
+
+    /// Most connections open at once, HTTP and WebSocket; lowered to stay below the
+    /// open-file limit.
+    #[arg(long, env = "PARLEY_CONNECTIONS_MAX", default_value_t = CONNECTIONS_MAX_DEFAULT)]
+    pub connections_max: usize,
+
+    /// Most connections open at once from one client address.
+    #[arg(
+        long,
+        env = "PARLEY_CONNECTIONS_PER_ADDRESS_MAX",
+        default_value_t = CONNECTIONS_PER_ADDRESS_MAX_DEFAULT
+    )]
+    pub connections_per_address_max: usize,
+
     /// Do not apply the schema at start.
     #[arg(long, env = "PARLEY_NO_MIGRATE")]
     pub no_migrate: bool,
@@ -180,6 +221,15 @@ mod tests {
         assert_eq!(args.hint_interval_ms, 100);
         assert_eq!(args.idle_timeout_ms, 60_000);
         assert_eq!(args.pool_size, 16);
+        // Bounds a public deployment can use (issue 14): head 10 s, body 30 s, idle 60 s,
+        // handshake 10 s at most.
+        assert_eq!(args.header_timeout_ms, 10_000);
+        assert_eq!(args.body_timeout_ms, 30_000);
+        assert_eq!(args.keepalive_idle_ms, 60_000);
+        assert_eq!(args.ws_handshake_timeout_ms, 10_000);
+        assert_eq!(args.ws_close_timeout_ms, 5_000);
+        assert_eq!(args.connections_max, 10_000);
+        assert_eq!(args.connections_per_address_max, 1_000);
         assert_eq!(args.bus, BusKind::Local);
         assert!(!args.no_migrate);
         assert_eq!(args.rate_limit_per_s, None);

@@ -11,8 +11,9 @@ use anyhow::{bail, Context};
 use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
-use parley_server::config::generated_gateway_id;
+use parley_server::config::{generated_gateway_id, ConnectionLimits};
 use parley_server::gateway::origin::check_allow_list;
+use parley_server::listener::open_files;
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::PgStore;
 use parley_store::sqlite::SqliteStore;
@@ -35,6 +36,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let admin_token = resolve_admin_token(&args)?;
     let config = server_config(&args, admin_token)?;
+    // Each connection holds an open file: the soft limit is raised to what the system
+    // allows, and the connection cap stays below whatever it is.
+    match open_files::raise_soft_limit() {
+        Ok(limit) => tracing::info!(open_files = limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "open-file limit unknown"),
+    }
     let ignored = not_yet_in_effect(&args);
     if !ignored.is_empty() {
         tracing::warn!(flags = ?ignored, "these settings are accepted but not in effect yet");
@@ -175,6 +182,7 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
     }
     check_allow_list(&args.ws_allowed_origins)
         .context("--ws-allowed-origin (PARLEY_WS_ALLOWED_ORIGINS)")?;
+    let connections = connection_limits(args)?;
     Ok(ServerConfig {
         limits: Limits {
             body_bytes_max: args.max_body_bytes,
@@ -192,7 +200,34 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
         hint_interval_ms: args.hint_interval_ms,
         rate_limit_per_s: args.rate_limit_per_s.unwrap_or(0),
         ws_allowed_origins: args.ws_allowed_origins.clone(),
+        connections,
         ..ServerConfig::default()
+    })
+}
+
+/// The connection limits, each at least 1: a limit of 0 would close or refuse everything.
+fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
+    let timeouts = [
+        ("--header-timeout-ms", args.header_timeout_ms),
+        ("--body-timeout-ms", args.body_timeout_ms),
+        ("--keepalive-idle-ms", args.keepalive_idle_ms),
+        ("--ws-handshake-timeout-ms", args.ws_handshake_timeout_ms),
+        ("--ws-close-timeout-ms", args.ws_close_timeout_ms),
+    ];
+    if let Some((flag, _)) = timeouts.iter().find(|(_, ms)| *ms == 0) {
+        bail!("{flag} must be at least 1");
+    }
+    if args.connections_max == 0 || args.connections_per_address_max == 0 {
+        bail!("--connections-max and --connections-per-address-max must be at least 1");
+    }
+    Ok(ConnectionLimits {
+        header_timeout_ms: args.header_timeout_ms,
+        body_timeout_ms: args.body_timeout_ms,
+        keepalive_idle_ms: args.keepalive_idle_ms,
+        ws_handshake_timeout_ms: args.ws_handshake_timeout_ms,
+        ws_close_timeout_ms: args.ws_close_timeout_ms,
+        connections_max: args.connections_max,
+        connections_per_address_max: args.connections_per_address_max,
     })
 }
 
@@ -278,6 +313,57 @@ mod tests {
         }
         let args = serve_args(&["--purge-interval-ms", "5", "--tombstone-ttl-ms", "9"]);
         assert!(not_yet_in_effect(&args).is_empty());
+    }
+
+    #[test]
+    fn connection_limits_reach_the_server_and_zero_is_refused() {
+        let config = server_config(
+            &serve_args(&[
+                "--header-timeout-ms",
+                "2000",
+                "--body-timeout-ms",
+                "3000",
+                "--keepalive-idle-ms",
+                "4000",
+                "--ws-handshake-timeout-ms",
+                "5000",
+                "--ws-close-timeout-ms",
+                "6000",
+                "--connections-max",
+                "700",
+                "--connections-per-address-max",
+                "70",
+            ]),
+            "t0ken".to_owned(),
+        )
+        .expect("a valid configuration");
+        assert_eq!(
+            config.connections,
+            ConnectionLimits {
+                header_timeout_ms: 2_000,
+                body_timeout_ms: 3_000,
+                keepalive_idle_ms: 4_000,
+                ws_handshake_timeout_ms: 5_000,
+                ws_close_timeout_ms: 6_000,
+                connections_max: 700,
+                connections_per_address_max: 70,
+            }
+        );
+        for flag in [
+            "--header-timeout-ms",
+            "--body-timeout-ms",
+            "--keepalive-idle-ms",
+            "--ws-handshake-timeout-ms",
+            "--ws-close-timeout-ms",
+            "--connections-max",
+            "--connections-per-address-max",
+        ] {
+            let args = serve_args(&[flag, "0"]);
+            assert!(
+                server_config(&args, "t0ken".to_owned()).is_err(),
+                "{flag} 0 was accepted"
+            );
+        }
     }
 
     #[test]

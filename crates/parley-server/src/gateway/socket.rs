@@ -13,7 +13,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use futures::stream::SplitSink;
+use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use parley_store::token::hash_token;
 use parley_store::{DeviceIdentity, Route};
@@ -35,8 +35,6 @@ const INFLIGHT_REQUESTS_MAX: usize = 64;
 const WRITE_BATCH_FRAMES_MAX: usize = 256;
 /// How long in-flight requests may finish after a close was asked for.
 const INFLIGHT_DRAIN_MS: u64 = 5_000;
-/// How long the writer tries to deliver the close frame.
-const CLOSE_SEND_MS: u64 = 1_000;
 /// Read buffer per connection: idle connections stay small (SPEC §7 measured 137 KiB with the
 /// default against 8.8 KiB with 4 KiB).
 const READ_BUFFER_BYTES: usize = 4 * 1024;
@@ -47,9 +45,16 @@ pub async fn upgrade(
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
-    match accept(&state, &headers, query, ws).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
+    // The handshake includes authentication, a store read: a store that does not answer
+    // must not keep upgrade requests, and their sockets, waiting without end.
+    let limit = Duration::from_millis(state.config().connections.ws_handshake_timeout_ms);
+    match tokio::time::timeout(limit, accept(&state, &headers, query, ws)).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => ApiError::Unavailable {
+            detail: format!("WebSocket handshake took over {} ms", limit.as_millis()),
+        }
+        .into_response(),
     }
 }
 
@@ -136,12 +141,13 @@ async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, sock
         }
     }
 
-    let (sink, stream) = socket.split();
+    let (sink, mut stream) = socket.split();
     let (finish_tx, finish_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_loop(sink, out_rx, finish_rx));
-    let reason = read_loop(&state, &device, &handle, stream, close_rx).await;
+    let close_limit = Duration::from_millis(state.config().connections.ws_close_timeout_ms);
+    let writer = tokio::spawn(write_loop(sink, out_rx, finish_rx, close_limit));
+    let reason = read_loop(&state, &device, &handle, &mut stream, close_rx).await;
     let _ = finish_tx.send(reason);
-    let _ = writer.await;
+    let _ = tokio::time::timeout(close_limit, close_handshake(writer, &mut stream, reason)).await;
 
     gateway.hub().unregister(&device.user_id, &conn_id);
     // P9: only this connection's own route is removed, never a newer one's.
@@ -158,7 +164,7 @@ async fn read_loop(
     state: &AppState,
     device: &DeviceIdentity,
     handle: &Arc<ConnHandle>,
-    mut stream: futures::stream::SplitStream<WebSocket>,
+    stream: &mut SplitStream<WebSocket>,
     mut close_rx: watch::Receiver<Option<CloseReason>>,
 ) -> CloseReason {
     let idle = Duration::from_millis(state.config().idle_timeout_ms.max(1));
@@ -239,10 +245,34 @@ async fn answer(
     }
 }
 
+/// Waits while the writer delivers the close frame, reading and dropping what the client
+/// still sends until its own close frame ends the stream. Bytes left unread in the socket
+/// would make the kernel answer the close with a reset, and a reset destroys what the client
+/// has not read yet, the close frame included: a slow reader would see 1006, not the code.
+async fn close_handshake(
+    writer: tokio::task::JoinHandle<()>,
+    stream: &mut SplitStream<WebSocket>,
+    reason: CloseReason,
+) {
+    tokio::pin!(writer);
+    let mut written = false;
+    // `Gone` means the stream already ended or broke: there is nothing left to read.
+    let mut reading = reason != CloseReason::Gone;
+    while reading || !written {
+        tokio::select! {
+            _ = &mut writer, if !written => written = true,
+            msg = stream.next(), if reading => {
+                reading = matches!(msg, Some(Ok(_)));
+            }
+        }
+    }
+}
+
 async fn write_loop(
     mut sink: SplitSink<WebSocket, Message>,
     mut out_rx: mpsc::Receiver<Message>,
     mut finish_rx: oneshot::Receiver<CloseReason>,
+    close_limit: Duration,
 ) {
     let reason = loop {
         tokio::select! {
@@ -286,5 +316,7 @@ async fn write_loop(
         }
         sink.flush().await
     };
-    let _ = tokio::time::timeout(Duration::from_millis(CLOSE_SEND_MS), finish).await;
+    // The close frame waits behind whatever the client has not read yet; past the bound the
+    // connection is dropped without it.
+    let _ = tokio::time::timeout(close_limit, finish).await;
 }

@@ -2,6 +2,9 @@
 //! builds fast and small. Each module below is one former test file.
 
 mod access_matrix;
+mod conn_caps;
+mod conn_shutdown;
+mod conn_timeouts;
 mod group_fanout;
 mod http_concurrency;
 mod http_contract;
@@ -9,10 +12,12 @@ mod input_rules;
 mod outcome_unknown;
 mod pg_bus;
 mod rate_limit;
+mod raw_tcp;
 mod recall_retention;
 mod seed_case;
 mod sync_and_read;
 mod two_gateways;
+mod ws_bounds;
 mod ws_delivery;
 mod ws_origin;
 mod ws_ownership;

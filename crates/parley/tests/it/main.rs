@@ -2,4 +2,5 @@
 //! builds fast and small. Each module below is one former test file.
 
 mod bench_load_model;
+mod conn_hardening;
 mod restart_safety;

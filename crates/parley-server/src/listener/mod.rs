@@ -1,0 +1,230 @@
+//! The accept loop and the life of each HTTP connection, with the time limits and caps that
+//! keep one client from holding what everyone needs (`ConnectionLimits`).
+//!
+//! - Admission (`admission`): a cap per client address and one for the process, lowered to
+//!   stay below the open-file limit (`open_files`). A refused connection gets a 503
+//!   `UNAVAILABLE` with `Retry-After`, written without waiting, and is closed.
+//! - Request head and keep-alive (`head_timer`): run by hyper's own head timer, with the
+//!   connection's deadlines.
+//! - Request body (`body_deadline`): the whole body by a deadline set at its head.
+//! - WebSocket handshake and close: in `gateway::socket`, which owns the upgraded socket.
+//!
+//! Shutdown stops the accept loop, closes connections that wait for a request head at once,
+//! and lets those with a request in progress answer it before they close.
+
+mod activity;
+mod admission;
+mod answers;
+mod body_deadline;
+mod head_timer;
+mod io;
+pub mod open_files;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+use crate::config::ConnectionLimits;
+use activity::Activity;
+use admission::Admission;
+use body_deadline::DeadlineBody;
+use head_timer::HeadTimer;
+
+/// Pause after an accept error that is not about one connection (out of files, out of
+/// memory), so the loop does not spin while the cause lasts.
+const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
+
+/// Serves `router` on `listener` until `shutdown` completes, then waits at most `drain` for
+/// requests in progress to be answered.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: &ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
+    let open_files = open_files::soft_limit();
+    let cap = open_files::connection_cap(limits.connections_max, open_files);
+    tracing::info!(
+        connections_max = cap,
+        per_address_max = limits.connections_per_address_max,
+        open_files = ?open_files,
+        "connection caps"
+    );
+    let admission = Admission::new(cap, limits.connections_per_address_max);
+    let refusals = Refusals::new();
+    let timeouts = Timeouts::new(limits);
+    let stop = CancellationToken::new();
+    let connections = TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    on_accept_error(e).await;
+                    continue;
+                }
+            },
+        };
+        let ticket = match admission.admit(peer.ip()) {
+            Ok(ticket) => ticket,
+            Err(reason) => {
+                refusals.send(&tcp, reason);
+                continue;
+            }
+        };
+        // Nagle's algorithm is off: answers and frames are small, and latency matters more
+        // than the packet count.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+        let activity = ticket.activity().clone();
+        let io = io::ConnIo::new(tcp, ticket);
+        connections.spawn(serve_connection(
+            io,
+            activity,
+            router.clone(),
+            timeouts,
+            stop.clone(),
+        ));
+    }
+    drop(listener);
+    stop.cancel();
+    connections.close();
+    if tokio::time::timeout(drain, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            left = connections.len(),
+            "requests still in progress at the end of the shutdown drain"
+        );
+    }
+}
+
+/// The durations every connection uses, copied into each connection's task.
+#[derive(Clone, Copy)]
+struct Timeouts {
+    header: Duration,
+    body: Duration,
+    keepalive_idle: Duration,
+}
+
+/// Longest any connection timeout is taken to be: a deadline is an instant, and an instant
+/// too far ahead does not exist. A week is longer than any useful setting.
+const TIMEOUT_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
+
+impl Timeouts {
+    fn new(limits: &ConnectionLimits) -> Self {
+        let ms = |v: u64| Duration::from_millis(v.clamp(1, TIMEOUT_MS_MAX));
+        Self {
+            header: ms(limits.header_timeout_ms),
+            body: ms(limits.body_timeout_ms),
+            keepalive_idle: ms(limits.keepalive_idle_ms),
+        }
+    }
+}
+
+/// One HTTP connection, until it ends, is upgraded, is displaced or the server stops. A
+/// connection that waits for a request head when asked to go is closed at once; one with a
+/// request in progress answers it first.
+async fn serve_connection(
+    io: io::ConnIo,
+    activity: Arc<Activity>,
+    router: Router,
+    timeouts: Timeouts,
+    stop: CancellationToken,
+) {
+    let body_timeout = timeouts.body;
+    let service = router.map_request(move |req: Request<Incoming>| {
+        let deadline = Instant::now() + body_timeout;
+        req.map(|body| Body::new(DeadlineBody::new(body, deadline)))
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(HeadTimer::new(
+            activity.clone(),
+            timeouts.header,
+            timeouts.keepalive_idle,
+        ))
+        // The value only switches the timer on; `HeadTimer` sets the deadlines.
+        .header_read_timeout(timeouts.header);
+    let conn = builder
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
+        .with_upgrades();
+    tokio::pin!(conn);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            served = conn.as_mut() => {
+                if let Err(e) = served {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = activity.asked_to_leave(), if !closing => {}
+            () = stop.cancelled(), if !closing => {}
+        }
+        // Both the head wait and this check run on this task: no head can complete between
+        // them, so a connection found waiting has no request to lose.
+        if activity.waiting_for_head() {
+            return;
+        }
+        conn.as_mut().graceful_shutdown();
+        closing = true;
+    }
+}
+
+/// The refusal answers, built once.
+struct Refusals {
+    full: Vec<u8>,
+    per_address: Vec<u8>,
+}
+
+impl Refusals {
+    fn new() -> Self {
+        Self {
+            full: answers::refusal(answers::Refusal::Full),
+            per_address: answers::refusal(answers::Refusal::PerAddress),
+        }
+    }
+
+    /// Writes the refusal if the socket takes it at once, then closes the socket. Nothing
+    /// waits on a refused client: the answer is smaller than any socket buffer.
+    fn send(&self, tcp: &TcpStream, reason: answers::Refusal) {
+        let answer = match reason {
+            answers::Refusal::Full => &self.full,
+            answers::Refusal::PerAddress => &self.per_address,
+        };
+        if let Err(e) = tcp.try_write(answer) {
+            tracing::debug!(error = %e, "refusal not written");
+        }
+        tracing::debug!(?reason, "connection refused");
+    }
+}
+
+async fn on_accept_error(e: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset, Interrupted};
+    // These concern one connection that is already gone; the next accept is unaffected.
+    if matches!(e.kind(), ConnectionAborted | ConnectionReset | Interrupted) {
+        return;
+    }
+    tracing::warn!(error = %e, "accept failed");
+    tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_PAUSE_MS)).await;
+}
