@@ -55,6 +55,11 @@ impl fmt::Debug for Http {
     }
 }
 
+/// How long an idle pooled connection is kept for reuse: shorter than the server's keep-alive
+/// idle timeout (`PARLEY_KEEPALIVE_IDLE_MS`, 60 s by default), so the client drops a
+/// connection before the server closes it and a request never races that close.
+const POOL_IDLE_MS: u64 = 45_000;
+
 impl Http {
     pub(crate) fn new(
         base_url: &str,
@@ -73,6 +78,7 @@ impl Http {
             .timeout(Duration::from_millis(options.request_timeout_ms))
             .connect_timeout(Duration::from_millis(options.connect_timeout_ms))
             .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_millis(POOL_IDLE_MS))
             .build()
             .map_err(ClientError::from_reqwest)?;
         Ok(Self {
