@@ -7,10 +7,18 @@
 //! flood of silent sockets cannot lock everyone else out: a health probe or a client that
 //! sends its request at once displaces the oldest of them, and connections with a request in
 //! progress and WebSockets are never displaced.
+//!
+//! A burst of accepts can find the process full while the connections it displaced have not
+//! closed yet (or while the newest ones have not begun to wait for their head, so none looks
+//! idle). Such a connection waits a short while for room (`admit_within`) instead of being
+//! refused at once: a health probe that arrives right behind a flood is served.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use super::activity::Activity;
 use super::answers::Refusal;
@@ -25,6 +33,8 @@ const EVICTIONS_PENDING_MAX: usize = 64;
 
 pub struct Admission {
     registry: Mutex<Registry>,
+    /// Woken whenever a connection leaves, for those waiting for room.
+    room: Notify,
     connections_max: usize,
     per_address_max: usize,
 }
@@ -61,6 +71,7 @@ impl Admission {
     pub fn new(connections_max: usize, per_address_max: usize) -> Arc<Self> {
         Arc::new(Self {
             registry: Mutex::new(Registry::default()),
+            room: Notify::new(),
             connections_max: connections_max.max(1),
             per_address_max: per_address_max.max(1),
         })
@@ -102,6 +113,30 @@ impl Admission {
         })
     }
 
+    /// Admits a connection from `address`, waiting at most `wait` for room when the process
+    /// is full. An address over its own cap is refused at once: waiting frees nothing there.
+    pub async fn admit_within(
+        self: &Arc<Self>,
+        address: IpAddr,
+        wait: Duration,
+    ) -> Result<Ticket, Refusal> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before the attempt, so a connection that leaves between the attempt
+            // and the wait still wakes this one.
+            let freed = self.room.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.admit(address) {
+                Err(Refusal::Full) => {}
+                decided => return decided,
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return Err(Refusal::Full);
+            }
+        }
+    }
+
     fn release(&self, address: IpAddr, activity: &Arc<Activity>) {
         use std::sync::atomic::Ordering::Relaxed;
         let mut registry = self.lock();
@@ -125,6 +160,8 @@ impl Admission {
         if activity.is_evicting() {
             registry.evictions_pending = registry.evictions_pending.saturating_sub(1);
         }
+        drop(registry);
+        self.room.notify_waiters();
     }
 
     /// The lock guards counts only; a panic while it was held cannot leave them half-updated
@@ -199,6 +236,36 @@ mod tests {
         assert_eq!(admission.open(), 2);
         drop((busy, newer));
         assert_eq!(admission.open(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_process_admits_a_waiting_connection_when_one_leaves() {
+        let admission = Admission::new(1, 10);
+        let busy = admission.admit(addr(1)).expect("busy");
+        let waiting = {
+            let admission = admission.clone();
+            tokio::spawn(async move {
+                admission
+                    .admit_within(addr(2), Duration::from_secs(10))
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        drop(busy);
+        let admitted = waiting.await.expect("the waiting task");
+        assert!(admitted.is_ok(), "admitted once room was made");
+        // Nobody leaves: the wait ends in a refusal.
+        let refused = admission
+            .admit_within(addr(3), Duration::from_millis(20))
+            .await;
+        assert_eq!(refused.err(), Some(Refusal::Full));
+        // An address over its cap is refused without waiting.
+        let own = Admission::new(10, 1);
+        let _first = own.admit(addr(4)).expect("first");
+        let started = std::time::Instant::now();
+        let refused = own.admit_within(addr(4), Duration::from_secs(10)).await;
+        assert_eq!(refused.err(), Some(Refusal::PerAddress));
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

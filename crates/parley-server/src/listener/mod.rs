@@ -2,8 +2,10 @@
 //! keep one client from holding what everyone needs (`ConnectionLimits`).
 //!
 //! - Admission (`admission`): a cap per client address and one for the process, lowered to
-//!   stay below the open-file limit (`open_files`). A refused connection gets a 503
-//!   `UNAVAILABLE` with `Retry-After`, written without waiting, and is closed.
+//!   stay below the open-file limit (`open_files`). A connection that finds the process full
+//!   while no idle one can make room waits up to `ADMISSION_WAIT_MS` for room, a bounded
+//!   number at a time. A refused connection gets a 503 `UNAVAILABLE` with `Retry-After`,
+//!   written without waiting, and is closed.
 //! - Request head and keep-alive (`head_timer`): run by hyper's own head timer, with the
 //!   connection's deadlines.
 //! - Request body (`body_deadline`): the whole body by a deadline set at its head.
@@ -21,6 +23,7 @@ mod io;
 pub mod open_files;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +49,13 @@ use head_timer::HeadTimer;
 /// Pause after an accept error that is not about one connection (out of files, out of
 /// memory), so the loop does not spin while the cause lasts.
 const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
+/// Longest a connection waits for room when the process is full. Displaced idle connections
+/// close within a few polls, so a burst of accepts finds room well within this; a client
+/// still refused after it is told to retry in a second.
+const ADMISSION_WAIT_MS: u64 = 1_000;
+/// Most connections waiting for room at once. Each holds a file descriptor from the reserve
+/// below the open-file limit, so at most half of that reserve is used for waiting.
+const ADMISSION_WAITERS_MAX: usize = 64;
 
 /// Serves `router` on `listener` until `shutdown` completes, then waits at most `drain` for
 /// requests in progress to be answered.
@@ -65,7 +75,13 @@ pub async fn serve(
         "connection caps"
     );
     let admission = Admission::new(cap, limits.connections_per_address_max);
-    let refusals = Refusals::new();
+    let waiters = Waiters::new(open_files.map_or(ADMISSION_WAITERS_MAX, |limit| {
+        let reserve = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(cap);
+        (reserve / 2).min(ADMISSION_WAITERS_MAX)
+    }));
+    let refusals = Arc::new(Refusals::new());
     let timeouts = Timeouts::new(limits);
     let stop = CancellationToken::new();
     let connections = TaskTracker::new();
@@ -84,21 +100,36 @@ pub async fn serve(
         };
         let ticket = match admission.admit(peer.ip()) {
             Ok(ticket) => ticket,
+            Err(answers::Refusal::Full) => {
+                let Some(waiter) = waiters.try_enter() else {
+                    refusals.send(&tcp, answers::Refusal::Full);
+                    continue;
+                };
+                let (admission, refusals, router, stop) = (
+                    admission.clone(),
+                    refusals.clone(),
+                    router.clone(),
+                    stop.clone(),
+                );
+                connections.spawn(async move {
+                    let wait = Duration::from_millis(ADMISSION_WAIT_MS);
+                    let admitted = admission.admit_within(peer.ip(), wait).await;
+                    drop(waiter);
+                    match admitted {
+                        Ok(ticket) => start_connection(tcp, ticket, router, timeouts, stop).await,
+                        Err(reason) => refusals.send(&tcp, reason),
+                    }
+                });
+                continue;
+            }
             Err(reason) => {
                 refusals.send(&tcp, reason);
                 continue;
             }
         };
-        // Nagle's algorithm is off: answers and frames are small, and latency matters more
-        // than the packet count.
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "could not set TCP_NODELAY");
-        }
-        let activity = ticket.activity().clone();
-        let io = io::ConnIo::new(tcp, ticket);
-        connections.spawn(serve_connection(
-            io,
-            activity,
+        connections.spawn(start_connection(
+            tcp,
+            ticket,
             router.clone(),
             timeouts,
             stop.clone(),
@@ -115,6 +146,59 @@ pub async fn serve(
             left = connections.len(),
             "requests still in progress at the end of the shutdown drain"
         );
+    }
+}
+
+/// Serves one admitted connection.
+async fn start_connection(
+    tcp: TcpStream,
+    ticket: admission::Ticket,
+    router: Router,
+    timeouts: Timeouts,
+    stop: CancellationToken,
+) {
+    // Nagle's algorithm is off: answers and frames are small, and latency matters more than
+    // the packet count.
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "could not set TCP_NODELAY");
+    }
+    let activity = ticket.activity().clone();
+    let io = io::ConnIo::new(tcp, ticket);
+    serve_connection(io, activity, router, timeouts, stop).await;
+}
+
+/// Counts the connections waiting for room, under a bound.
+struct Waiters {
+    waiting: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One place among the waiters, given back when dropped.
+struct WaiterPlace(Arc<AtomicUsize>);
+
+impl Drop for WaiterPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Waiters {
+    fn new(max: usize) -> Self {
+        Self {
+            waiting: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// A place among the waiters, or `None` when as many wait as may.
+    fn try_enter(&self) -> Option<WaiterPlace> {
+        let max = self.max;
+        self.waiting
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| WaiterPlace(self.waiting.clone()))
     }
 }
 
