@@ -14,6 +14,10 @@ readonly PG_START_WAIT_S=30
 readonly NATS_HOST=127.0.0.1
 readonly NATS_PORT=4222
 readonly NATS_START_WAIT_S=5
+# Cases per fuzz target (`fuzz_*` property tests) in this run: a few seconds in all.
+# `scripts/fuzz.sh` runs the same targets far longer.
+readonly FUZZ_CASES_DEFAULT=5000
+export PROPTEST_CASES="${PROPTEST_CASES:-$FUZZ_CASES_DEFAULT}"
 
 say() { printf '==> %s\n' "$*"; }
 warn() { printf 'warning: %s\n' "$*" >&2; }

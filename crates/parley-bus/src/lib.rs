@@ -19,6 +19,8 @@ pub mod backoff;
 pub mod coalesce;
 pub mod codec;
 mod error;
+#[cfg(test)]
+mod fuzz_tests;
 mod local;
 mod notice;
 #[cfg(feature = "postgres")]

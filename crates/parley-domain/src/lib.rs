@@ -8,6 +8,8 @@ pub mod conversation;
 pub mod decide;
 pub mod event;
 pub mod fingerprint;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod ids;
 pub mod limits;
 pub mod membership;

@@ -10,6 +10,8 @@
 mod backend;
 pub mod error;
 mod flow;
+#[cfg(test)]
+mod fuzz_tests;
 mod page;
 pub mod pg;
 mod query;

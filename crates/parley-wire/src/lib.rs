@@ -20,6 +20,8 @@ pub mod answer;
 pub mod close;
 pub mod error;
 pub mod frame;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod typed;
 
 pub use answer::{Event, EventKind, EventsPage, Identity, ReadAck, RecallAck, SendAck};

@@ -13,6 +13,8 @@ pub mod fields;
 pub mod frame;
 
 mod events;
+#[cfg(test)]
+mod fuzz_tests;
 mod read;
 mod recall;
 mod send;

@@ -42,7 +42,7 @@ const POOL_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// A transaction on the pool: READ COMMITTED for writes, REPEATABLE READ for reads.
-type PgTx<'c> = Transaction<'c, Postgres>;
+pub(crate) type PgTx<'c> = Transaction<'c, Postgres>;
 
 #[derive(Clone)]
 pub struct PgStore {

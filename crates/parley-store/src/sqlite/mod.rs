@@ -59,7 +59,7 @@ pub const DB_FILE_NAME: &str = "parley.db";
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 /// A transaction on one of the pools: a write (holding the write lock) or a read (one snapshot).
-type Tx<'c> = Transaction<'c, Sqlite>;
+pub(crate) type Tx<'c> = Transaction<'c, Sqlite>;
 
 #[derive(Clone)]
 pub struct SqliteStore {

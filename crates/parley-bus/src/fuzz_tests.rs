@@ -1,0 +1,122 @@
+//! Fuzz targets for the bus payload codec, as property tests on stable Rust. A gateway reads
+//! payloads that other processes wrote: any text never panics the decoder, and what it accepts
+//! holds only parsed ids and heads of zero or more. Any batch encodes into payloads within the
+//! size limit that decode back to the batch, less what was counted as too large to send.
+//! Cases per target come from `PROPTEST_CASES` (the test script sets it; `scripts/fuzz.sh`
+//! runs longer).
+
+use std::collections::HashMap;
+
+use parley_domain::{ConvId, DeviceId, Role, UserId};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use crate::coalesce::{Batch, Outbound};
+use crate::codec::{decode, encode};
+use crate::Notice;
+
+fn id() -> impl Strategy<Value = String> + Clone {
+    prop_oneof!["[a-z0-9][a-z0-9._-]{0,11}", "[a-z0-9][a-z0-9._-]{59,63}"]
+}
+
+fn notice() -> impl Strategy<Value = Notice> {
+    let user = id().prop_map(|s| UserId::parse(&s).expect("generated user id"));
+    let device = id().prop_map(|s| DeviceId::parse(&s).expect("generated device id"));
+    let conv = id().prop_map(|s| ConvId::parse(&s).expect("generated conv id"));
+    let role = prop_oneof![Just(Role::Owner), Just(Role::Admin), Just(Role::Member)];
+    prop_oneof![
+        (user.clone(), conv.clone(), 0i64..i64::MAX, device.clone()).prop_map(
+            |(user_id, conv_id, read_seq, origin_device)| Notice::ReadMoved {
+                user_id,
+                conv_id,
+                read_seq,
+                origin_device,
+            }
+        ),
+        (user.clone(), device)
+            .prop_map(|(user_id, device_id)| Notice::DeviceRevoked { user_id, device_id }),
+        (conv, user, role).prop_map(|(conv_id, user_id, role)| Notice::RoleChanged {
+            conv_id,
+            user_id,
+            role
+        }),
+    ]
+}
+
+fn outbound() -> impl Strategy<Value = Outbound> {
+    prop_oneof![
+        (id(), 0i64..i64::MAX).prop_map(|(conv, head)| Outbound::Head(
+            ConvId::parse(&conv).expect("generated conv id"),
+            head
+        )),
+        notice().prop_map(Outbound::Notice),
+    ]
+}
+
+/// Payloads near the wire format: right and wrong types in each field, unknown notice kinds.
+fn near_payload() -> impl Strategy<Value = String> {
+    let value = prop_oneof![
+        Just(Value::Null),
+        any::<i64>().prop_map(Value::from),
+        "[a-z:.\\x00 ]{0,8}".prop_map(Value::from),
+        Just(json!([])),
+        Just(json!({"kind": "read", "user": "u", "conv": "c", "read_seq": -1, "device": "d"})),
+        Just(json!({"kind": "revoke", "user": "u", "device": "d"})),
+        Just(json!({"kind": "role", "conv": "c", "user": "u", "role": "king"})),
+        Just(json!({"kind": "future", "anything": 1})),
+        Just(json!({"kind": 7})),
+    ];
+    let heads = prop::collection::vec((value.clone(), value.clone()), 0..4).prop_map(|pairs| {
+        Value::from(
+            pairs
+                .into_iter()
+                .map(|(a, b)| json!([a, b]))
+                .collect::<Vec<_>>(),
+        )
+    });
+    (value.clone(), heads, prop::collection::vec(value, 0..4)).prop_map(
+        |(origin, heads, notices)| {
+            json!({ "origin": origin, "heads": heads, "notices": notices }).to_string()
+        },
+    )
+}
+
+proptest! {
+    #[test]
+    fn fuzz_payloads_of_any_text(text in any::<String>()) {
+        let _ = decode(&text);
+    }
+
+    #[test]
+    fn fuzz_payloads_near_the_format(text in near_payload()) {
+        if let Some(decoded) = decode(&text) {
+            prop_assert!(decoded.heads.iter().all(|(_, head)| *head >= 0), "{text}");
+        }
+    }
+
+    #[test]
+    fn fuzz_batches_survive_encoding(
+        entries in prop::collection::vec(outbound(), 0..40),
+        payload_bytes_max in 64usize..600,
+    ) {
+        let mut batch = Batch::new();
+        entries.into_iter().for_each(|e| batch.add(e));
+        let encoded = encode("gw-1", &batch, payload_bytes_max);
+        let mut heads = HashMap::new();
+        let mut notices = Vec::new();
+        for payload in &encoded.payloads {
+            prop_assert!(payload.len() <= payload_bytes_max, "{} bytes", payload.len());
+            let decoded = decode(payload).expect("an encoded payload decodes");
+            prop_assert_eq!(decoded.origin.as_str(), "gw-1");
+            prop_assert_eq!(decoded.notices_unknown, 0);
+            heads.extend(decoded.heads);
+            notices.extend(decoded.notices);
+        }
+        prop_assert_eq!(heads.len() + encoded.heads_oversized, batch.heads().len());
+        for (conv, head) in &heads {
+            prop_assert_eq!(batch.heads().get(conv), Some(head));
+        }
+        prop_assert_eq!(notices.len() + encoded.notices_oversized, batch.notices().len());
+        prop_assert!(notices.iter().all(|n| batch.notices().contains(n)));
+    }
+}
