@@ -10,6 +10,7 @@
 mod backend;
 pub mod error;
 mod flow;
+mod observer;
 mod page;
 pub mod pg;
 mod query;
@@ -24,5 +25,6 @@ mod types;
 mod views;
 
 pub use error::StoreError;
+pub use observer::StoreObserver;
 pub use store::Store;
 pub use types::*;

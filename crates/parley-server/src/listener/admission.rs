@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use prometheus_client::metrics::gauge::Gauge;
+
 use super::activity::Activity;
 use super::answers::Refusal;
 
@@ -27,6 +29,8 @@ pub struct Admission {
     registry: Mutex<Registry>,
     connections_max: usize,
     per_address_max: usize,
+    /// Connections open now, as the `http` kind of `parley_open_connections`.
+    open_gauge: Gauge,
 }
 
 #[derive(Default)]
@@ -58,11 +62,13 @@ impl Drop for Ticket {
 }
 
 impl Admission {
-    pub fn new(connections_max: usize, per_address_max: usize) -> Arc<Self> {
+    /// Caps of the process and of one address; `open_gauge` follows the connections open.
+    pub fn new(connections_max: usize, per_address_max: usize, open_gauge: Gauge) -> Arc<Self> {
         Arc::new(Self {
             registry: Mutex::new(Registry::default()),
             connections_max: connections_max.max(1),
             per_address_max: per_address_max.max(1),
+            open_gauge,
         })
     }
 
@@ -95,6 +101,7 @@ impl Admission {
             .slot
             .store(registry.open.len(), std::sync::atomic::Ordering::Relaxed);
         registry.open.push(activity.clone());
+        self.open_gauge.set(registry.open.len() as i64);
         Ok(Ticket {
             admission: self.clone(),
             address,
@@ -122,6 +129,7 @@ impl Admission {
                 moved.slot.store(slot, Relaxed);
             }
         }
+        self.open_gauge.set(registry.open.len() as i64);
         if activity.is_evicting() {
             registry.evictions_pending = registry.evictions_pending.saturating_sub(1);
         }
@@ -173,7 +181,7 @@ mod tests {
 
     #[test]
     fn one_address_cannot_take_more_than_its_share() {
-        let admission = Admission::new(10, 2);
+        let admission = Admission::new(10, 2, Gauge::default());
         let a = admission.admit(addr(1)).expect("first");
         let _b = admission.admit(addr(1)).expect("second");
         assert_eq!(admission.admit(addr(1)).err(), Some(Refusal::PerAddress));
@@ -184,7 +192,7 @@ mod tests {
 
     #[test]
     fn at_the_cap_an_idle_connection_makes_room_and_a_busy_one_does_not() {
-        let admission = Admission::new(2, 10);
+        let admission = Admission::new(2, 10, Gauge::default());
         let busy = admission.admit(addr(1)).expect("busy");
         let idle = admission.admit(addr(1)).expect("idle");
         // Nobody waits for a head: the process is full of work.
@@ -203,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_connection_that_never_sent_a_request_goes_first() {
-        let admission = Admission::new(2, 10);
+        let admission = Admission::new(2, 10, Gauge::default());
         let keep_alive = admission.admit(addr(1)).expect("keep-alive");
         let silent = admission.admit(addr(1)).expect("silent");
         keep_alive.activity().head_wait_began();

@@ -31,6 +31,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +54,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: &ConnectionLimits,
+    open_gauge: Gauge,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
@@ -64,7 +66,7 @@ pub async fn serve(
         open_files = ?open_files,
         "connection caps"
     );
-    let admission = Admission::new(cap, limits.connections_per_address_max);
+    let admission = Admission::new(cap, limits.connections_per_address_max, open_gauge);
     let refusals = Refusals::new();
     let timeouts = Timeouts::new(limits);
     let stop = CancellationToken::new();
