@@ -7,11 +7,17 @@ use std::time::Duration;
 
 use crate::ws_support::Ws;
 use anyhow::{ensure, Context, Result};
-use parley_client::{code, Method, NewConversation};
+use parley_client::{code, Client, DeliveryMode, Method, NewConversation};
+use parley_store::token::new_device_token;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(5);
+/// Retention of the purged conversation, and the purge's interval: a few runs within `WAIT`.
+const RETENTION_MS: i64 = 300;
+const PURGE_INTERVAL_MS: u64 = 50;
+/// Pause between two scrapes while waiting for the purge.
+const SCRAPE_INTERVAL_MS: u64 = 50;
 
 /// One scrape as `name{labels}` -> value; `# HELP`, `# TYPE` and `# EOF` lines are skipped.
 fn parse(text: &str) -> Result<HashMap<String, f64>> {
@@ -139,6 +145,95 @@ async fn check_metrics_count_sends_by_outcome(store: StoreKind) -> Result<()> {
         value(&last, "parley_ws_closed_total{reason=\"kicked\"}") == 1.0,
         "closes: {last:?}"
     );
+    // Gone before the stop, which would otherwise wait for their close frames.
+    drop((ben_ws, again));
+    server.stop().await;
+    Ok(())
+}
+
+/// A user with a device, made through the store, so that a rate-limited server's admin budget
+/// is not spent on setting the test up.
+async fn device(server: &TestServer, user: &str) -> Result<Client> {
+    let user = parley_domain::UserId::parse(user)?;
+    server.store().create_user(&user, None).await?;
+    let (token, hash) = new_device_token();
+    let device = parley_domain::DeviceId::parse("d1")?;
+    server
+        .store()
+        .issue_device_token(&user, &device, &hash)
+        .await?;
+    Ok(server.client(&token))
+}
+
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_metrics_count_rate_limits_hints_and_purges
+);
+async fn check_metrics_count_rate_limits_hints_and_purges(store: StoreKind) -> Result<()> {
+    let config = ServerConfig {
+        rate_limit_per_s: 1,
+        purge_interval_ms: PURGE_INTERVAL_MS,
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_on(store, config).await;
+    let ana = device(&server, "u-ana").await?;
+    let ben = device(&server, "u-ben").await?;
+    let mut ben_ws = Ws::connect(server.base_url(), ben.token()).await?;
+    ben_ws.send(json!({"type": "ping", "req_id": 1})).await?;
+    ben_ws.next_of("pong", WAIT).await?;
+    ana.create_conversation(
+        &NewConversation::group(["u-ben"])
+            .with_conv_id("c-pull")
+            .with_delivery_mode(DeliveryMode::Pull)
+            .with_retention_ms(RETENTION_MS),
+    )
+    .await?;
+
+    ana.send("c-pull", "k-1", "hello").await?;
+    // The bucket holds one send: the next one at once is refused.
+    let refused = ana.send("c-pull", "k-2", "hello").await;
+    ensure!(
+        refused.as_ref().err().and_then(|e| e.code()) == Some(code::RATE_LIMITED),
+        "second send: {refused:?}"
+    );
+    ben_ws.next_of("hint", WAIT).await?;
+
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let samples = loop {
+        let samples = scrape(&server).await?;
+        if value(&samples, "parley_purge_events_deleted_total") >= 3.0 {
+            break samples;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the purge deleted nothing within {WAIT:?}: {samples:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(SCRAPE_INTERVAL_MS)).await;
+    };
+    for (series, expected) in [
+        ("parley_sends_total{outcome=\"written\"}", 1.0),
+        ("parley_sends_total{outcome=\"rate_limited\"}", 1.0),
+        ("parley_rate_limited_total{kind=\"send\"}", 1.0),
+    ] {
+        ensure!(value(&samples, series) == expected, "{series}: {samples:?}");
+    }
+    ensure!(
+        value(&samples, "parley_hints_total") >= 1.0,
+        "no hint counted"
+    );
+    ensure!(
+        value(&samples, "parley_pushes_total") == 0.0,
+        "a pull conversation pushed"
+    );
+    ensure!(
+        value(&samples, "parley_purge_runs_total") >= 1.0,
+        "no purge run"
+    );
+    ensure!(
+        value(&samples, "parley_purge_tombstones_written_total") >= 1.0,
+        "the purged message left no tombstone"
+    );
+    drop(ben_ws);
     server.stop().await;
     Ok(())
 }
