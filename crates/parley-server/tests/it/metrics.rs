@@ -34,11 +34,11 @@ fn parse(text: &str) -> Result<HashMap<String, f64>> {
 }
 
 /// The value of `series`, 0 when the scrape does not have it.
-fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
+pub fn value(samples: &HashMap<String, f64>, series: &str) -> f64 {
     samples.get(series).copied().unwrap_or(0.0)
 }
 
-async fn scrape(server: &TestServer) -> Result<HashMap<String, f64>> {
+pub async fn scrape(server: &TestServer) -> Result<HashMap<String, f64>> {
     let r = reqwest::Client::new()
         .get(format!("{}/metrics", server.base_url()))
         .bearer_auth(server.admin_token())
