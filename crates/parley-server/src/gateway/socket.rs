@@ -41,6 +41,9 @@ const INFLIGHT_DRAIN_MS: u64 = 5_000;
 /// Read buffer per connection: idle connections stay small (SPEC §7 measured 137 KiB with the
 /// default against 8.8 KiB with 4 KiB).
 const READ_BUFFER_BYTES: usize = 4 * 1024;
+/// Longest `req_id` written into a frame's log span: the client chooses it, and a long one would
+/// repeat in every log line of the request.
+const LOGGED_REQ_ID_CHARS_MAX: usize = 64;
 
 pub async fn upgrade(
     State(state): State<AppState>,
@@ -260,13 +263,27 @@ fn on_text(
         }
     };
     let (state, device, handle) = (state.clone(), device.clone(), handle.clone());
-    let span = tracing::info_span!("frame", req_id = %req_id, kind = request.kind());
+    let span = tracing::info_span!(
+        "frame",
+        req_id = %logged_req_id(&req_id),
+        kind = request.kind()
+    );
     inflight.spawn(
         async move {
             handle.push(answer(&state, &device, req_id, request).await);
         }
         .instrument(span),
     );
+}
+
+/// The `req_id` as the log shows it: as sent, or its first `LOGGED_REQ_ID_CHARS_MAX`
+/// characters followed by `…`.
+fn logged_req_id(req_id: &Value) -> String {
+    let text = req_id.to_string();
+    match text.char_indices().nth(LOGGED_REQ_ID_CHARS_MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 /// Runs one request the way HTTP runs it, and answers with its `ack` or `error`.
@@ -374,4 +391,18 @@ async fn write_loop(
     // The close frame waits behind whatever the client has not read yet; past the bound the
     // connection is dropped without it.
     let _ = tokio::time::timeout(close_limit, finish).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_req_id_is_cut_in_the_log() {
+        assert_eq!(logged_req_id(&serde_json::json!(7)), "7");
+        assert_eq!(logged_req_id(&serde_json::json!("a")), "\"a\"");
+        let long = logged_req_id(&serde_json::json!("é".repeat(500)));
+        assert_eq!(long.chars().count(), LOGGED_REQ_ID_CHARS_MAX + 1);
+        assert!(long.ends_with('…'));
+    }
 }
