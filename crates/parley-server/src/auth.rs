@@ -59,7 +59,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn is_admin_token(state: &AppState, token: &str) -> bool {
+pub(crate) fn is_admin_token(state: &AppState, token: &str) -> bool {
     state
         .admin_token_hash()
         .is_some_and(|expected| constant_time_eq(hash_token(token).as_bytes(), expected.as_bytes()))
@@ -70,7 +70,12 @@ impl FromRequestParts<AppState> for Device {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer_token(parts).ok_or(ApiError::Unauthenticated)?;
-        authenticate_device(state, token).await
+        let device = authenticate_device(state, token).await?;
+        // The request's span (`app`) names who made it from here on; never the token.
+        let span = tracing::Span::current();
+        span.record("user", tracing::field::display(&device.0.user_id));
+        span.record("device", tracing::field::display(&device.0.device_id));
+        Ok(device)
     }
 }
 

@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod gateway;
 pub mod listener;
+pub mod metrics;
 pub mod path;
 pub mod query;
 pub mod rate_limit;
@@ -34,13 +35,37 @@ pub use config::ServerConfig;
 pub use error::ApiError;
 pub use state::AppState;
 
-/// The router with its state and request tracing. Spans record the method and the path only:
-/// query strings may carry tokens (the WebSocket `access_token`), so they are never logged.
+/// The router with its state and request tracing. Spans record the method, the path (which
+/// names the conversation) and, once authenticated, the user and device; never the query
+/// string, which may carry a token (the WebSocket `access_token`), nor a header or a body.
 pub fn app(state: AppState) -> Router {
     let trace = TraceLayer::new_for_http().make_span_with(|req: &Request| {
-        tracing::debug_span!("http", method = %req.method(), path = %req.uri().path())
+        tracing::info_span!(
+            "http",
+            method = %req.method(),
+            path = %req.uri().path(),
+            user = tracing::field::Empty,
+            device = tracing::field::Empty,
+        )
     });
     routes::router().layer(trace).with_state(state)
+}
+
+/// The router of the metrics listener (`--metrics-listen`): `GET /metrics` without a token,
+/// for a scraper on a private address, and JSON errors for anything else.
+pub fn metrics_app(state: AppState) -> Router {
+    routes::metrics_router().with_state(state)
+}
+
+/// Serves `metrics_app(state)` on `listener` until `shutdown` completes.
+pub async fn run_metrics(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, metrics_app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes, then lets in-flight requests
@@ -60,6 +85,7 @@ pub async fn run(
     );
     tokio::spawn(retention::run(
         state.store().clone(),
+        state.metrics().clone(),
         std::time::Duration::from_millis(state.config().purge_interval_ms),
         std::time::Duration::from_millis(state.config().tombstone_ttl_ms),
         background.clone(),
@@ -71,7 +97,8 @@ pub async fn run(
     };
     let limits = state.config().connections.clone();
     let drain = std::time::Duration::from_millis(SHUTDOWN_DRAIN_MS);
-    listener::serve(listener, app(state), &limits, shutdown, drain).await;
+    let open = state.metrics().open("http");
+    listener::serve(listener, app(state), &limits, open, shutdown, drain).await;
     gateway.wait_closed(drain).await;
     background.cancel();
     Ok(())

@@ -14,8 +14,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use parley_store::DeviceIdentity;
+use prometheus_client::metrics::counter::Counter;
 
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 
 /// Seconds of the rate a full bucket holds: the burst a client may make at once.
 pub const RATE_LIMIT_BURST_S: u32 = 1;
@@ -32,6 +34,16 @@ pub enum LimitKind {
     Send,
     /// Calls of the admin endpoints.
     Admin,
+}
+
+impl LimitKind {
+    /// The label of the kind in `parley_rate_limited_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Send => "send",
+            Self::Admin => "admin",
+        }
+    }
 }
 
 /// Millionths of a token: a bucket counts in whole numbers, so a wait is exact.
@@ -53,6 +65,9 @@ pub struct RateLimiter {
     burst_micros: u64,
     keys_max: usize,
     buckets: Mutex<HashMap<(LimitKind, String), Bucket>>,
+    /// Refusals of sends and of admin calls (`parley_rate_limited_total`).
+    refused_sends: Counter,
+    refused_admin: Counter,
 }
 
 impl RateLimiter {
@@ -68,7 +83,16 @@ impl RateLimiter {
             burst_micros: burst * MICROS_PER_TOKEN,
             keys_max: keys_max.max(1),
             buckets: Mutex::new(HashMap::new()),
+            refused_sends: Counter::default(),
+            refused_admin: Counter::default(),
         }
+    }
+
+    /// Counts refusals into the server's metrics.
+    pub fn counted(mut self, metrics: &Metrics) -> Self {
+        self.refused_sends = metrics.rate_limited(LimitKind::Send.as_str());
+        self.refused_admin = metrics.rate_limited(LimitKind::Admin.as_str());
+        self
     }
 
     pub fn is_on(&self) -> bool {
@@ -110,6 +134,10 @@ impl RateLimiter {
             return Ok(());
         }
         bucket.micros = micros;
+        match kind {
+            LimitKind::Send => self.refused_sends.inc(),
+            LimitKind::Admin => self.refused_admin.inc(),
+        };
         let wait_us = (MICROS_PER_TOKEN - micros).div_ceil(self.per_s);
         Err(ApiError::RateLimited {
             retry_after_ms: wait_us.div_ceil(1_000).max(1),

@@ -14,6 +14,8 @@ use chrono::Utc;
 use parley_store::{PurgeReport, Store};
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Metrics;
+
 /// Events deleted per conversation and transaction: the longest a purge holds a
 /// conversation's lock is one delete of this many rows.
 pub const PURGE_BATCH_EVENTS_MAX: u32 = 1_000;
@@ -23,6 +25,7 @@ const PURGE_ROUNDS_PER_RUN_MAX: usize = 100;
 /// Runs the job until `stop`. The first run comes one interval after start.
 pub async fn run(
     store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
     purge_interval: Duration,
     tombstone_ttl: Duration,
     stop: CancellationToken,
@@ -41,6 +44,12 @@ pub async fn run(
         };
         match purged {
             Ok((report, expired)) => {
+                metrics.purge_runs.inc();
+                metrics.purge_events_deleted.inc_by(report.events_deleted);
+                metrics
+                    .purge_tombstones_written
+                    .inc_by(report.tombstones_written);
+                metrics.purge_tombstones_expired.inc_by(expired);
                 if report.events_deleted > 0 || expired > 0 || report.conversations_busy > 0 {
                     tracing::info!(
                         conversations = report.conversations,

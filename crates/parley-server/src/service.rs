@@ -47,6 +47,7 @@ pub async fn send(
         body,
     );
     let outcome = state.store().send(&req).await?;
+    tracing::debug!(seq = outcome.seq, dup = outcome.dup, "send committed");
     if let Some(event) = outcome.event {
         announce(state, event);
     }

@@ -1,4 +1,5 @@
-//! The state every handler shares: the store, the bus, the configuration and the rate limits.
+//! The state every handler shares: the store, the bus, the configuration, the rate limits and
+//! the metrics.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use parley_store::Store;
 
 use crate::config::{ServerConfig, HINT_INTERVAL_MS_MAX};
 use crate::gateway::Gateway;
+use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
 
 /// Cheap to clone: every field is shared, so axum hands one copy to each request.
@@ -22,6 +24,7 @@ pub struct AppState {
     admin_token_hash: Option<Arc<str>>,
     gateway: Arc<Gateway>,
     rate_limiter: Arc<RateLimiter>,
+    metrics: Arc<Metrics>,
 }
 
 impl AppState {
@@ -33,9 +36,16 @@ impl AppState {
         };
         let hint_interval =
             Duration::from_millis(config.hint_interval_ms.clamp(1, HINT_INTERVAL_MS_MAX));
-        let gateway = Arc::new(Gateway::new(config.gateway_id.clone(), hint_interval));
-        let rate_limiter = Arc::new(RateLimiter::new(config.rate_limit_per_s));
+        let metrics = Arc::new(Metrics::new());
+        store.observe(metrics.store_observer());
+        let gateway = Arc::new(Gateway::new(
+            config.gateway_id.clone(),
+            hint_interval,
+            metrics.clone(),
+        ));
+        let rate_limiter = Arc::new(RateLimiter::new(config.rate_limit_per_s).counted(&metrics));
         Self {
+            metrics,
             gateway,
             rate_limiter,
             store,
@@ -64,6 +74,11 @@ impl AppState {
     /// The buckets of `RATE_LIMIT_PER_S`, shared by HTTP and WebSocket.
     pub fn rate_limiter(&self) -> &RateLimiter {
         &self.rate_limiter
+    }
+
+    /// This server's metrics (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     pub(crate) fn admin_token_hash(&self) -> Option<&str> {

@@ -45,6 +45,10 @@ pub(crate) trait Backend: Accounts + Gateways + Expiry + Send + Sync + 'static {
     /// Applies the embedded migrations.
     fn migrate_schema(&self) -> impl StoreFuture<()>;
 
+    /// Reports the backend's pool waits and send batches to `observer` from now on; a backend
+    /// with nothing to report ignores it.
+    fn observe(&self, _observer: std::sync::Arc<dyn crate::StoreObserver>) {}
+
     /// Runs a trivial query.
     fn ping_database(&self) -> impl StoreFuture<()> {
         async move {

@@ -12,6 +12,7 @@ pub mod error;
 mod flow;
 #[cfg(test)]
 mod fuzz_tests;
+mod observer;
 mod page;
 pub mod pg;
 mod query;
@@ -26,5 +27,6 @@ mod types;
 mod views;
 
 pub use error::StoreError;
+pub use observer::StoreObserver;
 pub use store::Store;
 pub use types::*;

@@ -11,6 +11,10 @@ use crate::types::*;
 /// contract tests in `tests/` hold them to it.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    /// Reports the store's pool waits and send batches to `observer` from now on (the server's
+    /// metrics). A later call replaces the observer; a store with nothing to report (a test's
+    /// stand-in) ignores it.
+    fn observe(&self, _observer: std::sync::Arc<dyn crate::StoreObserver>) {}
     /// Applies the embedded migrations.
     async fn migrate(&self) -> Result<(), StoreError>;
     /// Succeeds when the store answers a trivial query.

@@ -14,6 +14,10 @@ use crate::{read, views};
 
 #[async_trait]
 impl<B: Backend> Store for B {
+    fn observe(&self, observer: std::sync::Arc<dyn crate::StoreObserver>) {
+        Backend::observe(self, observer);
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
         self.migrate_schema().await
     }

@@ -29,8 +29,27 @@ pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 #[derive(Parser)]
 #[command(name = "parley", version, about = "Parley instant-messaging server")]
 pub struct Cli {
+    /// Log line format: `text` for people, `json` (one object per line) for log collectors.
+    #[arg(
+        long,
+        global = true,
+        env = "PARLEY_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines, coloured only when the output is a terminal.
+    Text,
+    /// One JSON object per line, with the fields of the current span and its parents.
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -184,6 +203,12 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub ws_allowed_origins: Vec<String>,
+
+    /// Address of a second listener that serves `GET /metrics` without a token, for a
+    /// scraper on a private address; absent: metrics only on the main listener, to the admin
+    /// token.
+    #[arg(long, env = "PARLEY_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 #[derive(Args)]
@@ -234,6 +259,27 @@ mod tests {
         assert!(!args.no_migrate);
         assert_eq!(args.rate_limit_per_s, None);
         assert!(args.ws_allowed_origins.is_empty());
+        assert_eq!(args.metrics_listen, None);
+        assert_eq!(cli.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn log_format_and_metrics_listener_parse() {
+        let cli = Cli::try_parse_from([
+            "parley",
+            "serve",
+            "--log-format",
+            "json",
+            "--metrics-listen",
+            "127.0.0.1:9100",
+        ])
+        .expect("flags parse");
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let Command::Serve(args) = cli.command else {
+            panic!("expected serve");
+        };
+        assert_eq!(args.metrics_listen.map(|a| a.port()), Some(9100));
+        assert!(Cli::try_parse_from(["parley", "serve", "--log-format", "xml"]).is_err());
     }
 
     #[test]

@@ -7,18 +7,34 @@ mod migrate;
 mod serve;
 mod shutdown;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, LogFormat};
 
 /// Log filter when `RUST_LOG` is not set.
 const LOG_FILTER_DEFAULT: &str = "info";
 /// Log filter of `parley bench` when `RUST_LOG` is not set: its hundreds of simulated devices
 /// would log every reconnect; the progress bar and the summary say what happens.
 const BENCH_LOG_FILTER_DEFAULT: &str = "warn";
+
+/// Logs go to standard output, as text or JSON lines. Colour codes only reach a terminal: in
+/// a file or a pipe they would be noise in every line.
+fn init_logs(format: LogFormat, filter: EnvFilter) {
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stdout().is_terminal()).init(),
+        LogFormat::Json => logs
+            .json()
+            .with_ansi(false)
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -29,7 +45,7 @@ async fn main() -> ExitCode {
     };
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    init_logs(cli.log_format, filter);
     let outcome = match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(args) => migrate::migrate(args).await,

@@ -77,10 +77,37 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("listener has no address")?;
+    let metrics_stop = CancellationToken::new();
+    let metrics_server = match args.metrics_listen {
+        Some(metrics_addr) => {
+            let metrics_listener = TcpListener::bind(metrics_addr)
+                .await
+                .with_context(|| format!("cannot listen on {metrics_addr} for metrics"))?;
+            let bound = metrics_listener
+                .local_addr()
+                .context("metrics listener has no address")?;
+            tracing::info!(addr = %bound, "metrics are served without a token");
+            let stop = metrics_stop.clone();
+            Some(tokio::spawn(parley_server::run_metrics(
+                metrics_listener,
+                state.clone(),
+                async move { stop.cancelled().await },
+            )))
+        }
+        None => None,
+    };
     tracing::info!(%addr, "parley is listening");
     parley_server::run(listener, state, shutdown_signal())
         .await
         .context("server failed")?;
+    metrics_stop.cancel();
+    if let Some(metrics_server) = metrics_server {
+        match metrics_server.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "metrics listener failed"),
+            Err(e) => tracing::warn!(error = %e, "metrics listener task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
     // Lets the bus send the announcements still queued before the process exits.
     bus_stop.cancel();
     if let Some(pg_bus) = pg_bus {

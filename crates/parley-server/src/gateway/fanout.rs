@@ -24,6 +24,7 @@ use axum::extract::ws::Message;
 use parley_bus::{Announcement, Committed, Subscription};
 use parley_domain::{ConvId, DeliveryMode, Event, EventKind, UserId};
 use parley_store::{MemberSnapshot, Store};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +55,8 @@ pub struct Fanout {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     hints: Arc<Hints>,
+    /// Event frames queued (`parley_pushes_total`).
+    pushes: Counter,
     convs: HashMap<ConvId, ConvState>,
     /// Set while a check of every connection's token runs.
     rechecking: Arc<AtomicBool>,
@@ -65,11 +68,12 @@ pub fn event_frame(event: &Event) -> Option<Message> {
 }
 
 impl Fanout {
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, hints: Arc<Hints>) -> Self {
+    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, hints: Arc<Hints>, pushes: Counter) -> Self {
         Self {
             store,
             hub,
             hints,
+            pushes,
             convs: HashMap::new(),
             rechecking: Arc::default(),
         }
@@ -159,7 +163,7 @@ impl Fanout {
             }
             apply_membership(state, &event);
             match state.mode {
-                DeliveryMode::Push => push(&self.hub, state, &event),
+                DeliveryMode::Push => push(&self.hub, state, &event, &self.pushes),
                 DeliveryMode::Pull => hint(&self.hub, &self.hints, state, &event),
             }
             state.last_pushed = Some(event.seq);
@@ -246,11 +250,12 @@ fn for_each_recipient(
 }
 
 /// Pushes one event, serialised once, to every recipient (push mode).
-fn push(hub: &Hub, state: &ConvState, event: &Event) {
+fn push(hub: &Hub, state: &ConvState, event: &Event, pushes: &Counter) {
     let Some(frame) = event_frame(event) else {
         return;
     };
     for_each_recipient(hub, state, event, |c| {
+        pushes.inc();
         c.push(frame.clone());
     });
 }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use parley_domain::ConvId;
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -48,14 +49,18 @@ pub struct Hints {
     inner: Mutex<Inner>,
     /// Wakes the flusher when the queue gets its first entry.
     wake: Notify,
+    /// Hint frames queued (`parley_hints_total`).
+    sent: Counter,
 }
 
 impl Hints {
-    pub fn new(interval: Duration) -> Self {
+    /// Coalesces over `interval` and counts each hint sent into `sent`.
+    pub fn new(interval: Duration, sent: Counter) -> Self {
         Self {
             interval,
             inner: Mutex::new(Inner::default()),
             wake: Notify::new(),
+            sent,
         }
     }
 
@@ -93,6 +98,7 @@ impl Hints {
             }
         };
         if send_now {
+            self.sent.inc();
             conn.push(frames::hint(conv_id.as_str(), head));
         }
     }
@@ -117,6 +123,7 @@ impl Hints {
                 },
             }
             for (conn, conv_id, head) in self.take_due() {
+                self.sent.inc();
                 conn.push(frames::hint(conv_id.as_str(), head));
             }
         }
@@ -197,7 +204,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_burst_yields_the_first_and_the_last_head() {
-        let hints = Arc::new(Hints::new(Duration::from_millis(INTERVAL_MS)));
+        let hints = Arc::new(Hints::new(
+            Duration::from_millis(INTERVAL_MS),
+            Counter::default(),
+        ));
         let stop = CancellationToken::new();
         tokio::spawn(hints.clone().run(stop.clone()));
         let (c, mut rx) = conn("c1");
@@ -229,7 +239,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_steady_stream_gets_one_hint_per_interval() {
-        let hints = Arc::new(Hints::new(Duration::from_millis(INTERVAL_MS)));
+        let hints = Arc::new(Hints::new(
+            Duration::from_millis(INTERVAL_MS),
+            Counter::default(),
+        ));
         let stop = CancellationToken::new();
         tokio::spawn(hints.clone().run(stop.clone()));
         let (c, mut rx) = conn("c1");
@@ -258,7 +271,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn connections_and_conversations_coalesce_apart() {
-        let hints = Arc::new(Hints::new(Duration::from_millis(INTERVAL_MS)));
+        let hints = Arc::new(Hints::new(
+            Duration::from_millis(INTERVAL_MS),
+            Counter::default(),
+        ));
         let stop = CancellationToken::new();
         tokio::spawn(hints.clone().run(stop.clone()));
         let (a, mut rx_a) = conn("a");

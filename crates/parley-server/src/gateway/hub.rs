@@ -40,6 +40,19 @@ impl CloseReason {
         }
     }
 
+    /// The reason's label in `parley_ws_closed_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kicked => "kicked",
+            Self::Revoked => "revoked",
+            Self::TooSlow => "too_slow",
+            Self::Shutdown => "shutdown",
+            Self::Idle => "idle",
+            Self::TooLarge => "too_large",
+            Self::Gone => "gone",
+        }
+    }
+
     /// Whether frames already queued should still be written before the close frame.
     pub fn drains_queue(self) -> bool {
         matches!(

@@ -18,6 +18,7 @@ use parley_store::Store;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::{task_tracker::TaskTrackerToken, TaskTracker};
 
+use crate::metrics::Metrics;
 use hints::Hints;
 use hub::{CloseReason, Hub};
 
@@ -28,18 +29,21 @@ const GATEWAY_LEASE_RENEW_MS: u64 = 10_000;
 
 pub struct Gateway {
     id: String,
+    metrics: Arc<Metrics>,
     hub: Arc<Hub>,
     hints: Arc<Hints>,
     connections: TaskTracker,
 }
 
 impl Gateway {
-    /// A gateway named `id` whose pull hints are coalesced over `hint_interval`.
-    pub fn new(id: String, hint_interval: Duration) -> Self {
+    /// A gateway named `id` whose pull hints are coalesced over `hint_interval`, counting
+    /// into `metrics`.
+    pub fn new(id: String, hint_interval: Duration, metrics: Arc<Metrics>) -> Self {
         Self {
             id,
             hub: Arc::new(Hub::default()),
-            hints: Arc::new(Hints::new(hint_interval)),
+            hints: Arc::new(Hints::new(hint_interval, metrics.hints.clone())),
+            metrics,
             connections: TaskTracker::new(),
         }
     }
@@ -60,7 +64,12 @@ impl Gateway {
     /// Starts the fanout, the hint flusher and the lease renewal; all stop when `stop` is
     /// cancelled.
     pub fn start(&self, store: Arc<dyn Store>, bus: Arc<dyn EventBus>, stop: CancellationToken) {
-        let fanout = fanout::Fanout::new(store.clone(), self.hub.clone(), self.hints.clone());
+        let fanout = fanout::Fanout::new(
+            store.clone(),
+            self.hub.clone(),
+            self.hints.clone(),
+            self.metrics.pushes.clone(),
+        );
         tokio::spawn(fanout.run(bus.subscribe(), stop.clone()));
         tokio::spawn(self.hints.clone().run(stop.clone()));
         let id = self.id.clone();

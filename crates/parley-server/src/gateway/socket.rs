@@ -17,15 +17,18 @@ use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use parley_store::token::hash_token;
 use parley_store::{DeviceIdentity, Route};
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
+use tracing::Instrument;
 
 use super::hub::{CloseReason, ConnHandle};
 use super::{frames, origin};
 use crate::auth::{authenticate_device, bearer_from_headers};
 use crate::error::ApiError;
+use crate::metrics::SendOutcome;
 use crate::request::{frame, FrameRequest};
 use crate::state::AppState;
 
@@ -38,6 +41,9 @@ const INFLIGHT_DRAIN_MS: u64 = 5_000;
 /// Read buffer per connection: idle connections stay small (SPEC §7 measured 137 KiB with the
 /// default against 8.8 KiB with 4 KiB).
 const READ_BUFFER_BYTES: usize = 4 * 1024;
+/// Longest `req_id` written into a frame's log span: the client chooses it, and a long one would
+/// repeat in every log line of the request.
+const LOGGED_REQ_ID_CHARS_MAX: usize = 64;
 
 pub async fn upgrade(
     State(state): State<AppState>,
@@ -104,11 +110,33 @@ fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, socket: WebSocket) {
+    let conn_id = uuid::Uuid::new_v4().to_string();
+    // Every log line of the connection, its frames' included, names the user and device;
+    // never the token.
+    let span = tracing::info_span!(
+        "ws",
+        user = %device.user_id,
+        device = %device.device_id,
+        conn_id = %conn_id,
+    );
+    serve_connection(state, device, token_hash, socket, conn_id)
+        .instrument(span)
+        .await
+}
+
+async fn serve_connection(
+    state: AppState,
+    device: DeviceIdentity,
+    token_hash: String,
+    socket: WebSocket,
+    conn_id: String,
+) {
     let gateway = state.gateway().clone();
     let Some(_guard) = gateway.enter() else {
         return;
     };
-    let conn_id = uuid::Uuid::new_v4().to_string();
+    let metrics = state.metrics().clone();
+    let _open = OpenGuard::new(metrics.open("websocket"));
     let (out_tx, out_rx) = mpsc::channel(state.config().outbound_queue_len_max.max(1));
     let (close_tx, close_rx) = watch::channel(None);
     let handle = Arc::new(ConnHandle::new(
@@ -127,8 +155,13 @@ async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, sock
         gateway_id: gateway.id().to_owned(),
         conn_id: conn_id.clone(),
     };
-    match state.store().claim_route(&route).await {
+    let claimed = state.store().claim_route(&route).await;
+    if claimed.is_ok() {
+        metrics.route_claims.inc();
+    }
+    match claimed {
         Ok(Some(prev)) if prev.conn_id != conn_id => {
+            metrics.route_kicks.inc();
             // On this gateway the hub already kicked it; another gateway learns it from the
             // route table when its device's connection is checked.
             gateway
@@ -146,6 +179,8 @@ async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, sock
     let close_limit = Duration::from_millis(state.config().connections.ws_close_timeout_ms);
     let writer = tokio::spawn(write_loop(sink, out_rx, finish_rx, close_limit));
     let reason = read_loop(&state, &device, &handle, &mut stream, close_rx).await;
+    metrics.ws_closed(reason.as_str());
+    tracing::debug!(reason = reason.as_str(), "websocket closing");
     let _ = finish_tx.send(reason);
     let _ = tokio::time::timeout(close_limit, close_handshake(writer, &mut stream, reason)).await;
 
@@ -220,14 +255,35 @@ fn on_text(
         }
         Ok(request) => request,
         Err(e) => {
+            if frame::is_send(text) {
+                state.metrics().send(SendOutcome::Invalid);
+            }
             handle.push(frames::error(req_id, &e));
             return;
         }
     };
     let (state, device, handle) = (state.clone(), device.clone(), handle.clone());
-    inflight.spawn(async move {
-        handle.push(answer(&state, &device, req_id, request).await);
-    });
+    let span = tracing::info_span!(
+        "frame",
+        req_id = %logged_req_id(&req_id),
+        kind = request.kind()
+    );
+    inflight.spawn(
+        async move {
+            handle.push(answer(&state, &device, req_id, request).await);
+        }
+        .instrument(span),
+    );
+}
+
+/// The `req_id` as the log shows it: as sent, or its first `LOGGED_REQ_ID_CHARS_MAX`
+/// characters followed by `…`.
+fn logged_req_id(req_id: &Value) -> String {
+    let text = req_id.to_string();
+    match text.char_indices().nth(LOGGED_REQ_ID_CHARS_MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 /// Runs one request the way HTTP runs it, and answers with its `ack` or `error`.
@@ -242,6 +298,22 @@ async fn answer(
         FrameRequest::Send(send) => frames::reply(req_id, send.run(state, device).await),
         FrameRequest::Read(read) => frames::reply(req_id, read.run(state, device).await),
         FrameRequest::Sync(sync) => frames::reply(req_id, sync.run(state, device).await),
+    }
+}
+
+/// Holds one place in an open connections gauge for as long as it lives.
+struct OpenGuard(Gauge);
+
+impl OpenGuard {
+    fn new(gauge: Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 
@@ -319,4 +391,18 @@ async fn write_loop(
     // The close frame waits behind whatever the client has not read yet; past the bound the
     // connection is dropped without it.
     let _ = tokio::time::timeout(close_limit, finish).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_req_id_is_cut_in_the_log() {
+        assert_eq!(logged_req_id(&serde_json::json!(7)), "7");
+        assert_eq!(logged_req_id(&serde_json::json!("a")), "\"a\"");
+        let long = logged_req_id(&serde_json::json!("é".repeat(500)));
+        assert_eq!(long.chars().count(), LOGGED_REQ_ID_CHARS_MAX + 1);
+        assert!(long.ends_with('…'));
+    }
 }

@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use prometheus_client::metrics::gauge::Gauge;
+
 use super::activity::Activity;
 use super::answers::Refusal;
 
@@ -37,6 +39,8 @@ pub struct Admission {
     room: Notify,
     connections_max: usize,
     per_address_max: usize,
+    /// Connections open now, as the `http` kind of `parley_open_connections`.
+    open_gauge: Gauge,
 }
 
 #[derive(Default)]
@@ -68,12 +72,14 @@ impl Drop for Ticket {
 }
 
 impl Admission {
-    pub fn new(connections_max: usize, per_address_max: usize) -> Arc<Self> {
+    /// Caps of the process and of one address; `open_gauge` follows the connections open.
+    pub fn new(connections_max: usize, per_address_max: usize, open_gauge: Gauge) -> Arc<Self> {
         Arc::new(Self {
             registry: Mutex::new(Registry::default()),
             room: Notify::new(),
             connections_max: connections_max.max(1),
             per_address_max: per_address_max.max(1),
+            open_gauge,
         })
     }
 
@@ -106,6 +112,7 @@ impl Admission {
             .slot
             .store(registry.open.len(), std::sync::atomic::Ordering::Relaxed);
         registry.open.push(activity.clone());
+        self.open_gauge.set(registry.open.len() as i64);
         Ok(Ticket {
             admission: self.clone(),
             address,
@@ -157,6 +164,7 @@ impl Admission {
                 moved.slot.store(slot, Relaxed);
             }
         }
+        self.open_gauge.set(registry.open.len() as i64);
         if activity.is_evicting() {
             registry.evictions_pending = registry.evictions_pending.saturating_sub(1);
         }
@@ -210,7 +218,7 @@ mod tests {
 
     #[test]
     fn one_address_cannot_take_more_than_its_share() {
-        let admission = Admission::new(10, 2);
+        let admission = Admission::new(10, 2, Gauge::default());
         let a = admission.admit(addr(1)).expect("first");
         let _b = admission.admit(addr(1)).expect("second");
         assert_eq!(admission.admit(addr(1)).err(), Some(Refusal::PerAddress));
@@ -221,7 +229,7 @@ mod tests {
 
     #[test]
     fn at_the_cap_an_idle_connection_makes_room_and_a_busy_one_does_not() {
-        let admission = Admission::new(2, 10);
+        let admission = Admission::new(2, 10, Gauge::default());
         let busy = admission.admit(addr(1)).expect("busy");
         let idle = admission.admit(addr(1)).expect("idle");
         // Nobody waits for a head: the process is full of work.
@@ -240,7 +248,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_process_admits_a_waiting_connection_when_one_leaves() {
-        let admission = Admission::new(1, 10);
+        let admission = Admission::new(1, 10, Gauge::default());
         let busy = admission.admit(addr(1)).expect("busy");
         let waiting = {
             let admission = admission.clone();
@@ -260,7 +268,7 @@ mod tests {
             .await;
         assert_eq!(refused.err(), Some(Refusal::Full));
         // An address over its cap is refused without waiting.
-        let own = Admission::new(10, 1);
+        let own = Admission::new(10, 1, Gauge::default());
         let _first = own.admit(addr(4)).expect("first");
         let started = std::time::Instant::now();
         let refused = own.admit_within(addr(4), Duration::from_secs(10)).await;
@@ -270,7 +278,7 @@ mod tests {
 
     #[test]
     fn a_connection_that_never_sent_a_request_goes_first() {
-        let admission = Admission::new(2, 10);
+        let admission = Admission::new(2, 10, Gauge::default());
         let keep_alive = admission.admit(addr(1)).expect("keep-alive");
         let silent = admission.admit(addr(1)).expect("silent");
         keep_alive.activity().head_wait_began();

@@ -34,6 +34,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -63,6 +64,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: &ConnectionLimits,
+    open_gauge: Gauge,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
@@ -74,7 +76,7 @@ pub async fn serve(
         open_files = ?open_files,
         "connection caps"
     );
-    let admission = Admission::new(cap, limits.connections_per_address_max);
+    let admission = Admission::new(cap, limits.connections_per_address_max, open_gauge);
     let waiters = Waiters::new(open_files.map_or(ADMISSION_WAITERS_MAX, |limit| {
         let reserve = usize::try_from(limit)
             .unwrap_or(usize::MAX)

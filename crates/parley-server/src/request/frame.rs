@@ -28,6 +28,25 @@ pub fn parse(text: &str, body_bytes_max: usize) -> (Value, Result<FrameRequest, 
     (req_id, checked(value, body_bytes_max))
 }
 
+impl FrameRequest {
+    /// The frame's type, for the frame's log span.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Ping => "ping",
+            Self::Send(_) => "send",
+            Self::Read(_) => "read",
+            Self::Sync(_) => "sync",
+        }
+    }
+}
+
+/// Whether a refused frame was a send, so the refusal counts as an invalid send. Only refused
+/// frames are parsed again.
+pub fn is_send(text: &str) -> bool {
+    serde_json::from_str::<Value>(text)
+        .is_ok_and(|v| v.get("type").and_then(Value::as_str) == Some("send"))
+}
+
 fn checked(value: Value, body_bytes_max: usize) -> Result<FrameRequest, ApiError> {
     if value.get("type").and_then(Value::as_str) == Some("send") {
         fields::body_size(&value, body_bytes_max)?;

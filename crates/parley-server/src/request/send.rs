@@ -1,13 +1,17 @@
 //! A message to send: `POST /v1/conversations/{conv_id}/messages` or a `send` frame.
 
+use std::time::Instant;
+
 use parley_domain::{Body, ClientMsgId, ConvId};
 use parley_store::DeviceIdentity;
 use parley_wire::SendAck;
 use serde::Deserialize;
+use tracing::Instrument;
 
 use super::fields;
 use crate::body::JsonBody;
 use crate::error::ApiError;
+use crate::metrics::SendOutcome;
 use crate::path::{ConvPath, DeferredPath};
 use crate::rate_limit::LimitKind;
 use crate::service;
@@ -57,9 +61,34 @@ impl SendMessage {
     }
 
     /// Takes a token of the device's send budget (`RATE_LIMITED` without one: nothing is
-    /// written), then sends.
+    /// written), then sends. Counts the outcome and, for an ack, the time it took; the span
+    /// names the conversation, user and device of the send (never its body).
     pub async fn run(self, state: &AppState, device: &DeviceIdentity) -> Result<SendAck, ApiError> {
-        state.rate_limiter().check_device(LimitKind::Send, device)?;
-        service::send(state, device, self.conv_id, self.client_msg_id, self.body).await
+        let span = tracing::info_span!(
+            "send",
+            conv_id = %self.conv_id,
+            user = %device.user_id,
+            device = %device.device_id,
+        );
+        let start = Instant::now();
+        let sent = async {
+            state.rate_limiter().check_device(LimitKind::Send, device)?;
+            service::send(state, device, self.conv_id, self.client_msg_id, self.body).await
+        }
+        .instrument(span)
+        .await;
+        let metrics = state.metrics();
+        match &sent {
+            Ok(ack) => {
+                metrics.send_acked(start.elapsed());
+                metrics.send(if ack.dup {
+                    SendOutcome::Replayed
+                } else {
+                    SendOutcome::Written
+                });
+            }
+            Err(e) => metrics.send(SendOutcome::of_error(e)),
+        }
+        sent
     }
 }

@@ -7,6 +7,7 @@ use parley_wire::SendAck;
 use crate::auth::Device;
 use crate::body::JsonBody;
 use crate::error::ApiError;
+use crate::metrics::SendOutcome;
 use crate::path::{ConvPath, DeferredPath};
 use crate::request::SendMessage;
 use crate::state::AppState;
@@ -19,6 +20,7 @@ pub async fn send(
     path: DeferredPath<ConvPath>,
     body: JsonBody,
 ) -> Result<Json<SendAck>, ApiError> {
-    let req = SendMessage::from_http(path, &body, state.config().limits.body_bytes_max)?;
+    let req = SendMessage::from_http(path, &body, state.config().limits.body_bytes_max)
+        .inspect_err(|_| state.metrics().send(SendOutcome::Invalid))?;
     Ok(Json(req.run(&state, &identity).await?))
 }

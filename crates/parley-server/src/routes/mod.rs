@@ -7,6 +7,7 @@ mod health;
 mod me;
 mod members;
 mod messages;
+mod metrics;
 mod read;
 mod recall;
 
@@ -50,6 +51,15 @@ pub fn router() -> Router<AppState> {
         .route("/v1/conversations/{conv_id}/read", post(read::mark))
         .route("/v1/ws", get(crate::gateway::socket::upgrade))
         .route("/v1/me", get(me::me))
+        .route("/metrics", get(metrics::admin_only))
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// The metrics listener's routes: the scrape, open to whoever reaches its address.
+pub fn metrics_router() -> Router<AppState> {
+    Router::new()
+        .route("/metrics", get(metrics::open))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
 }

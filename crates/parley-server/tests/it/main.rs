@@ -9,6 +9,7 @@ mod group_fanout;
 mod http_concurrency;
 mod http_contract;
 mod input_rules;
+mod metrics;
 mod outcome_unknown;
 mod pg_bus;
 mod rate_limit;

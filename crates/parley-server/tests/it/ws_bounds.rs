@@ -158,6 +158,10 @@ async fn a_stalled_reader_gets_its_close_code_not_a_bare_end(store: StoreKind) -
         "the close took {:?} after resuming",
         resumed.elapsed()
     );
+    // The operator sees the dropped slow reader in the metrics.
+    let samples = crate::metrics::scrape(&server).await?;
+    let too_slow = crate::metrics::value(&samples, "parley_ws_closed_total{reason=\"too_slow\"}");
+    ensure!(too_slow == 1.0, "slow readers closed: {too_slow}");
     Ok(())
 }
 

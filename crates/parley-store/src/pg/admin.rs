@@ -16,7 +16,7 @@ impl Accounts for PgStore {
         )
         .bind(user_id.as_str())
         .bind(display_name)
-        .execute(&self.pool)
+        .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(inserted.rows_affected() == 1)
     }
@@ -37,7 +37,7 @@ impl Accounts for PgStore {
         .bind(user_id.as_str())
         .bind(device_id.as_str())
         .bind(token_hash)
-        .execute(&self.pool)
+        .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -51,7 +51,7 @@ impl Accounts for PgStore {
         )
         .bind(user_id.as_str())
         .bind(device_id.as_str())
-        .execute(&self.pool)
+        .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(done.rows_affected() > 0)
     }

@@ -9,8 +9,9 @@
 //! with several periods take the general path.
 
 use parley_domain::{ConvId, EventsPage, Period, Rejection, UserId};
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 
+use super::timed_pool::TimedPool;
 use crate::error::StoreError;
 use crate::page::{after_page, ReaderLog};
 use crate::rows;
@@ -47,7 +48,7 @@ SELECT c.next_seq - 1 AS r_log_head, c.min_seq AS r_min_seq, c.epoch AS r_epoch,
 
 /// `Ok(None)`: the reader has several periods; the caller reads through the general path.
 pub(super) async fn events_after_one_period(
-    pool: &PgPool,
+    pool: &TimedPool,
     conv_id: &ConvId,
     viewer: &UserId,
     (after, epoch): (i64, Option<i64>),
@@ -59,7 +60,7 @@ pub(super) async fn events_after_one_period(
         .bind(viewer.as_str())
         .bind(after.saturating_add(1))
         .bind(i64::from(limit))
-        .fetch_all(pool)
+        .fetch_all(&mut *pool.acquire().await?)
         .await?;
     // No row: the conversation does not exist, which answers like a non-member (P10).
     let Some(first) = rows.first() else {

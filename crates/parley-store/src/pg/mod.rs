@@ -19,6 +19,7 @@ mod rows;
 mod send;
 mod send_batch;
 mod send_queue;
+mod timed_pool;
 pub use send_batch::{SEND_BATCH_INSERT_SQL, SEND_BATCH_KEY_CHECK_SQL, SEND_BATCH_LOCK_SQL};
 pub use send_queue::{SEND_BATCH_LEN_MAX, SEND_QUEUE_LEN_MAX, SEND_WORKERS_MAX};
 mod views;
@@ -31,9 +32,11 @@ use parley_domain::{ConvId, EventsPage, UserId};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Postgres, Transaction};
+use timed_pool::TimedPool;
 
 use crate::backend::Backend;
 use crate::error::StoreError;
+use crate::observer::{ObserverSlot, StoreObserver};
 use crate::types::{SendOutcome, SendRequest};
 
 /// How long a request waits for a pooled connection before the store counts as unavailable.
@@ -46,7 +49,8 @@ pub(crate) type PgTx<'c> = Transaction<'c, Postgres>;
 
 #[derive(Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    /// The pool, with the waits for its connections reported to the observer.
+    pool: TimedPool,
     /// Concurrent sends, committed together in batches (`send_queue.rs`).
     sends: Arc<send_queue::SendQueue>,
 }
@@ -63,14 +67,15 @@ impl PgStore {
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
+        let pool = TimedPool::new(pool, ObserverSlot::default());
         Self {
+            sends: Arc::new(send_queue::SendQueue::new(pool.clone())),
             pool,
-            sends: Arc::default(),
         }
     }
 
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.pool.pool()
     }
 }
 
@@ -81,7 +86,7 @@ impl Backend for PgStore {
     type Conn = PoolConnection<Postgres>;
 
     async fn begin_write(&self) -> Result<PgTx<'static>, StoreError> {
-        Ok(self.pool.begin().await?)
+        self.pool.begin().await
     }
 
     async fn begin_read(&self) -> Result<PgTx<'static>, StoreError> {
@@ -89,19 +94,23 @@ impl Backend for PgStore {
     }
 
     async fn connection(&self) -> Result<PoolConnection<Postgres>, StoreError> {
-        Ok(self.pool.acquire().await?)
+        self.pool.acquire().await
+    }
+
+    fn observe(&self, observer: Arc<dyn StoreObserver>) {
+        self.pool.observer().set(observer);
     }
 
     async fn migrate_schema(&self) -> Result<(), StoreError> {
         MIGRATOR
-            .run(&self.pool)
+            .run(self.pool.pool())
             .await
             .map_err(|e| StoreError::Migration(e.to_string()))
     }
 
     /// Through the node's send queue, which commits concurrent sends in batches.
     async fn commit_send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
-        self.sends.send(&self.pool, req.clone()).await
+        self.sends.send(req.clone()).await
     }
 
     async fn events_after_in_one_statement(

@@ -2,8 +2,8 @@
 //! tracking.
 
 use parley_domain::{ConvId, Rejection, UserId};
-use sqlx::PgPool;
 
+use super::timed_pool::TimedPool;
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::read_mark::ReadMarkTx;
@@ -11,7 +11,7 @@ use crate::views::FeedTx;
 
 /// A read-only REPEATABLE READ transaction: one snapshot, so a page, its `head` and the
 /// reader's periods agree.
-pub(super) async fn begin_snapshot(pool: &PgPool) -> Result<PgTx<'static>, StoreError> {
+pub(super) async fn begin_snapshot(pool: &TimedPool) -> Result<PgTx<'static>, StoreError> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)

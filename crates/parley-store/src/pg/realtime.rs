@@ -25,7 +25,7 @@ impl Gateways for PgStore {
         )
         .bind(gateway_id)
         .bind(lease_ms as f64)
-        .execute(&self.pool)
+        .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(())
     }

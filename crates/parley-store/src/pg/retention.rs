@@ -27,7 +27,7 @@ impl Expiry for PgStore {
         Ok(sqlx::query_scalar(DUE_CONVERSATIONS_SQL)
             .bind(now)
             .bind(limit as i64)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.pool.acquire().await?)
             .await?)
     }
 
@@ -44,7 +44,7 @@ impl Expiry for PgStore {
         )
         .bind(older_than)
         .bind(len_max as i64)
-        .execute(&self.pool)
+        .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(done.rows_affected())
     }

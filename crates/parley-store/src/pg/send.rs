@@ -3,8 +3,9 @@
 //! statements are exported for the benchmark's baseline, which runs them without the server.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 
+use super::timed_pool::TimedPool;
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::send::{send_in, NewMessage, SendTx};
@@ -40,7 +41,10 @@ pub const SEND_INSERT_SQL: &str = "WITH ins AS (
  SELECT created_at FROM ins";
 
 /// One send in its own transaction.
-pub(super) async fn send_one(pool: &PgPool, req: &SendRequest) -> Result<SendOutcome, StoreError> {
+pub(super) async fn send_one(
+    pool: &TimedPool,
+    req: &SendRequest,
+) -> Result<SendOutcome, StoreError> {
     send_in(pool.begin().await?, req).await
 }
 

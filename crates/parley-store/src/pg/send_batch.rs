@@ -26,9 +26,10 @@ use parley_domain::decide::send::{decide, Earlier, KeyCheck, SendDecision};
 use parley_domain::decide::{LogCounter, Slot};
 use parley_domain::Rejection;
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 use uuid::Uuid;
 
+use super::timed_pool::TimedPool;
 use super::PgTx;
 use crate::error::StoreError;
 use crate::flow::WriteTx;
@@ -140,7 +141,7 @@ struct Checked {
 /// Commits `reqs` and answers each in order. `Err`: the batch failed before its commit, so
 /// nothing of it was written.
 pub(super) async fn send_batch(
-    pool: &PgPool,
+    pool: &TimedPool,
     reqs: &[&SendRequest],
 ) -> Result<Vec<Result<SendOutcome, StoreError>>, StoreError> {
     let mut tx = pool.begin().await?;

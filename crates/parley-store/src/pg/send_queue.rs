@@ -15,9 +15,9 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use sqlx::PgPool;
 use tokio::sync::oneshot;
 
+use super::timed_pool::TimedPool;
 use super::{send, send_batch};
 use crate::error::StoreError;
 use crate::types::{SendOutcome, SendRequest};
@@ -77,15 +77,21 @@ impl State {
     }
 }
 
-#[derive(Default)]
 pub(crate) struct SendQueue {
     state: Mutex<State>,
+    pool: TimedPool,
 }
 
 impl SendQueue {
+    pub(crate) fn new(pool: TimedPool) -> Self {
+        Self {
+            state: Mutex::default(),
+            pool,
+        }
+    }
+
     pub(crate) async fn send(
         self: &Arc<Self>,
-        pool: &PgPool,
         req: SendRequest,
     ) -> Result<SendOutcome, StoreError> {
         let (reply, answer) = oneshot::channel();
@@ -106,7 +112,7 @@ impl SendQueue {
         if start_worker {
             // The worker outlives this caller: once a send is queued it runs to its end even
             // if the caller stops waiting, like a transaction already sent to the database.
-            tokio::spawn(self.clone().work(pool.clone()));
+            tokio::spawn(self.clone().work());
         }
         answer.await.map_err(|_| {
             StoreError::OutcomeUnknown("the send worker stopped before answering".into())
@@ -114,7 +120,7 @@ impl SendQueue {
     }
 
     /// Commits queued sends batch by batch until the queue is empty.
-    async fn work(self: Arc<Self>, pool: PgPool) {
+    async fn work(self: Arc<Self>) {
         let _cleanup = Cleanup { queue: &self };
         loop {
             let batch = {
@@ -135,7 +141,7 @@ impl SendQueue {
                     .map(|w| w.req.conv_id.as_str().to_owned())
                     .collect(),
             };
-            commit(&pool, batch).await;
+            commit(&self.pool, batch).await;
         }
     }
 
@@ -148,7 +154,8 @@ impl SendQueue {
 
 /// Commits one batch and answers each of its callers. A caller that stopped waiting gets
 /// nothing; the outcome stands either way.
-async fn commit(pool: &PgPool, batch: Vec<Waiting>) {
+async fn commit(pool: &TimedPool, batch: Vec<Waiting>) {
+    pool.observer().send_batch(batch.len());
     if batch.len() == 1 {
         for w in batch {
             let outcome = send::send_one(pool, &w.req).await;

@@ -43,6 +43,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::backend::Backend;
 use crate::error::StoreError;
+use crate::observer::ObserverSlot;
 
 /// Connections of the read pool: readers run in parallel in WAL mode, and more than a few per
 /// core only adds threads (each SQLite connection has its own worker thread).
@@ -66,6 +67,8 @@ pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
     path: PathBuf,
+    /// Told how long each request waited for a connection of either pool.
+    observer: ObserverSlot,
 }
 
 impl SqliteStore {
@@ -115,6 +118,7 @@ impl SqliteStore {
             writer,
             reader,
             path: path.to_owned(),
+            observer: ObserverSlot::default(),
         })
     }
 
@@ -133,6 +137,14 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A connection of `pool`; the wait for it is reported, a timeout included.
+    async fn acquire(&self, pool: &SqlitePool) -> Result<PoolConnection<Sqlite>, StoreError> {
+        let start = std::time::Instant::now();
+        let conn = pool.acquire().await;
+        self.observer.pool_wait(start.elapsed());
+        Ok(conn?)
     }
 
     /// Runs one statement in a write transaction of its own and answers the rows it changed. A
@@ -163,16 +175,23 @@ impl Backend for SqliteStore {
 
     /// Holds the write lock from the first statement (`BEGIN IMMEDIATE`).
     async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+        let conn = self.acquire(&self.writer).await?;
+        // What `Pool::begin_with` runs after its acquire, so the acquire is timed alone.
+        Ok(sqlx::Transaction::begin(conn, Some("BEGIN IMMEDIATE".into())).await?)
     }
 
     /// On a `query_only` connection; in WAL mode, one snapshot from the first statement.
     async fn begin_read(&self) -> Result<Tx<'static>, StoreError> {
-        Ok(self.reader.begin().await?)
+        let conn = self.acquire(&self.reader).await?;
+        Ok(sqlx::Transaction::begin(conn, None).await?)
     }
 
     async fn connection(&self) -> Result<PoolConnection<Sqlite>, StoreError> {
-        Ok(self.reader.acquire().await?)
+        self.acquire(&self.reader).await
+    }
+
+    fn observe(&self, observer: std::sync::Arc<dyn crate::StoreObserver>) {
+        self.observer.set(observer);
     }
 
     async fn migrate_schema(&self) -> Result<(), StoreError> {

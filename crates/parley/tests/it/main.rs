@@ -3,4 +3,5 @@
 
 mod bench_load_model;
 mod conn_hardening;
+mod observability;
 mod restart_safety;
