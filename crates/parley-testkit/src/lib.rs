@@ -31,7 +31,7 @@ pub use server::{StoreKind, TestServer, TEST_DEVICE_ID};
 /// `$name::sqlite`. The attributes given (e.g. `#[tokio::test(flavor = "multi_thread")]`) are
 /// put on both; without any, `#[tokio::test]`.
 ///
-/// ```ignore
+/// ```text
 /// parley_testkit::test_on_both_stores!(sends_are_acked);
 /// async fn sends_are_acked(store: StoreKind) -> anyhow::Result<()> {
 ///     let server = TestServer::start_on(store, ServerConfig::default()).await;
