@@ -77,36 +77,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr().context("listener has no address")?;
-    let metrics_stop = CancellationToken::new();
-    let metrics_server = match args.metrics_listen {
-        Some(metrics_addr) => {
-            let metrics_listener = TcpListener::bind(metrics_addr)
-                .await
-                .with_context(|| format!("cannot listen on {metrics_addr} for metrics"))?;
-            let bound = metrics_listener
-                .local_addr()
-                .context("metrics listener has no address")?;
-            tracing::info!(addr = %bound, "metrics are served without a token");
-            let stop = metrics_stop.clone();
-            Some(tokio::spawn(parley_server::run_metrics(
-                metrics_listener,
-                state.clone(),
-                async move { stop.cancelled().await },
-            )))
-        }
-        None => None,
-    };
+    let metrics = MetricsListener::start(args.metrics_listen, &state).await?;
     tracing::info!(%addr, "parley is listening");
     parley_server::run(listener, state, shutdown_signal())
         .await
         .context("server failed")?;
-    metrics_stop.cancel();
-    if let Some(metrics_server) = metrics_server {
-        match metrics_server.await {
-            Ok(Err(e)) => tracing::warn!(error = %e, "metrics listener failed"),
-            Err(e) => tracing::warn!(error = %e, "metrics listener task failed"),
-            Ok(Ok(())) => {}
-        }
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
     }
     // Lets the bus send the announcements still queued before the process exits.
     bus_stop.cancel();
@@ -115,6 +92,47 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("parley stopped");
     Ok(())
+}
+
+/// The second listener that serves `/metrics` without a token (`--metrics-listen`).
+struct MetricsListener {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl MetricsListener {
+    async fn start(
+        addr: Option<std::net::SocketAddr>,
+        state: &AppState,
+    ) -> anyhow::Result<Option<Self>> {
+        let Some(addr) = addr else {
+            return Ok(None);
+        };
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+        let bound = listener
+            .local_addr()
+            .context("metrics listener has no address")?;
+        tracing::info!(addr = %bound, "metrics are served without a token");
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let task = tokio::spawn(parley_server::run_metrics(
+            listener,
+            state.clone(),
+            async move { stopped.cancelled().await },
+        ));
+        Ok(Some(Self { stop, task }))
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        match self.task.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "metrics listener failed"),
+            Err(e) => tracing::warn!(error = %e, "metrics listener task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
 }
 
 /// The store a process opened: PostgreSQL, whose pool the PostgreSQL bus shares, or the

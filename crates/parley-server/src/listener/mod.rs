@@ -76,17 +76,15 @@ pub async fn serve(
         open_files = ?open_files,
         "connection caps"
     );
-    let admission = Admission::new(cap, limits.connections_per_address_max, open_gauge);
-    let waiters = Waiters::new(open_files.map_or(ADMISSION_WAITERS_MAX, |limit| {
-        let reserve = usize::try_from(limit)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(cap);
-        (reserve / 2).min(ADMISSION_WAITERS_MAX)
-    }));
-    let refusals = Arc::new(Refusals::new());
-    let timeouts = Timeouts::new(limits);
-    let stop = CancellationToken::new();
-    let connections = TaskTracker::new();
+    let gate = Gate {
+        admission: Admission::new(cap, limits.connections_per_address_max, open_gauge),
+        waiters: Waiters::new(waiters_max(open_files, cap)),
+        refusals: Arc::new(Refusals::new()),
+        router,
+        timeouts: Timeouts::new(limits),
+        stop: CancellationToken::new(),
+        connections: TaskTracker::new(),
+    };
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -100,65 +98,105 @@ pub async fn serve(
                 }
             },
         };
-        let ticket = match admission.admit(peer.ip()) {
-            Ok(ticket) => ticket,
-            Err(answers::Refusal::Full) => {
-                let Some(waiter) = waiters.try_enter() else {
-                    refusals.send(&tcp, answers::Refusal::Full);
-                    continue;
-                };
-                let (admission, refusals, router, stop) = (
-                    admission.clone(),
-                    refusals.clone(),
-                    router.clone(),
-                    stop.clone(),
-                );
-                connections.spawn(async move {
-                    let wait = Duration::from_millis(ADMISSION_WAIT_MS);
-                    let admitted = admission.admit_within(peer.ip(), wait).await;
-                    drop(waiter);
-                    match admitted {
-                        Ok(ticket) => start_connection(tcp, ticket, router, timeouts, stop).await,
-                        Err(reason) => refusals.send(&tcp, reason),
-                    }
-                });
-                continue;
-            }
-            Err(reason) => {
-                refusals.send(&tcp, reason);
-                continue;
-            }
-        };
-        connections.spawn(start_connection(
-            tcp,
-            ticket,
-            router.clone(),
-            timeouts,
-            stop.clone(),
-        ));
+        gate.take(tcp, peer.ip());
     }
     drop(listener);
-    stop.cancel();
-    connections.close();
-    if tokio::time::timeout(drain, connections.wait())
+    gate.stop.cancel();
+    gate.connections.close();
+    if tokio::time::timeout(drain, gate.connections.wait())
         .await
         .is_err()
     {
         tracing::warn!(
-            left = connections.len(),
+            left = gate.connections.len(),
             "requests still in progress at the end of the shutdown drain"
         );
     }
 }
 
-/// Serves one admitted connection.
-async fn start_connection(
-    tcp: TcpStream,
-    ticket: admission::Ticket,
+/// Connections that may wait for room at once: half the descriptors kept below the open-file
+/// limit, at most `ADMISSION_WAITERS_MAX`.
+fn waiters_max(open_files: Option<u64>, cap: usize) -> usize {
+    open_files.map_or(ADMISSION_WAITERS_MAX, |limit| {
+        let reserve = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(cap);
+        (reserve / 2).min(ADMISSION_WAITERS_MAX)
+    })
+}
+
+/// Where accepted connections are admitted, made to wait or refused, and handed their task.
+struct Gate {
+    admission: Arc<Admission>,
+    waiters: Waiters,
+    refusals: Arc<Refusals>,
     router: Router,
     timeouts: Timeouts,
     stop: CancellationToken,
+    connections: TaskTracker,
+}
+
+impl Gate {
+    fn take(&self, tcp: TcpStream, address: std::net::IpAddr) {
+        match self.admission.admit(address) {
+            Ok(ticket) => {
+                self.connections
+                    .spawn(start_connection(tcp, ticket, self.world()));
+            }
+            Err(answers::Refusal::Full) => match self.waiters.try_enter() {
+                Some(place) => {
+                    self.connections.spawn(admit_later(
+                        tcp,
+                        address,
+                        place,
+                        self.admission.clone(),
+                        self.refusals.clone(),
+                        self.world(),
+                    ));
+                }
+                None => self.refusals.send(&tcp, answers::Refusal::Full),
+            },
+            Err(reason) => self.refusals.send(&tcp, reason),
+        }
+    }
+
+    fn world(&self) -> ConnectionWorld {
+        ConnectionWorld {
+            router: self.router.clone(),
+            timeouts: self.timeouts,
+            stop: self.stop.clone(),
+        }
+    }
+}
+
+/// What every connection's task is given: the routes, its time limits and the shutdown.
+struct ConnectionWorld {
+    router: Router,
+    timeouts: Timeouts,
+    stop: CancellationToken,
+}
+
+/// A connection that found the process full: it waits a while for room (holding a place
+/// among the bounded waiters), then is served or refused.
+async fn admit_later(
+    tcp: TcpStream,
+    address: std::net::IpAddr,
+    place: WaiterPlace,
+    admission: Arc<Admission>,
+    refusals: Arc<Refusals>,
+    world: ConnectionWorld,
 ) {
+    let wait = Duration::from_millis(ADMISSION_WAIT_MS);
+    let admitted = admission.admit_within(address, wait).await;
+    drop(place);
+    match admitted {
+        Ok(ticket) => start_connection(tcp, ticket, world).await,
+        Err(reason) => refusals.send(&tcp, reason),
+    }
+}
+
+/// Serves one admitted connection.
+async fn start_connection(tcp: TcpStream, ticket: admission::Ticket, world: ConnectionWorld) {
     // Nagle's algorithm is off: answers and frames are small, and latency matters more than
     // the packet count.
     if let Err(e) = tcp.set_nodelay(true) {
@@ -166,7 +204,7 @@ async fn start_connection(
     }
     let activity = ticket.activity().clone();
     let io = io::ConnIo::new(tcp, ticket);
-    serve_connection(io, activity, router, timeouts, stop).await;
+    serve_connection(io, activity, world.router, world.timeouts, world.stop).await;
 }
 
 /// Counts the connections waiting for room, under a bound.
