@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod gateway;
 pub mod listener;
+pub mod openapi;
 pub mod path;
 pub mod query;
 pub mod rate_limit;

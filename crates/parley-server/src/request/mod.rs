@@ -13,9 +13,9 @@ pub mod fields;
 pub mod frame;
 
 mod events;
-mod read;
+pub mod read;
 mod recall;
-mod send;
+pub mod send;
 
 pub use events::{History, ReadEvents, SyncAfter};
 pub use frame::FrameRequest;
