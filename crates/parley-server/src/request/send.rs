@@ -26,6 +26,7 @@ pub struct SendMessage {
 #[serde(deny_unknown_fields)]
 pub struct SendBody {
     /// The request key: 1 to 128 characters; a retry sends the same key.
+    #[schema(min_length = 1, max_length = 128)]
     client_msg_id: String,
     /// The message: not empty, without U+0000, at most `--max-body-bytes` UTF-8 bytes.
     body: String,

@@ -27,6 +27,7 @@ fn admin_budget(state: &AppState) -> Result<(), ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
     /// 1 to 64 of `A-Z a-z 0-9 . _ - @`, not `.` or `..`.
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     user_id: String,
     /// Any text without U+0000.
     display_name: Option<String>,
@@ -89,6 +90,7 @@ pub async fn create_user(
 #[serde(deny_unknown_fields)]
 pub struct IssueDeviceRequest {
     /// 1 to 64 of `A-Z a-z 0-9 . _ - @`, not `.` or `..`.
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     device_id: String,
 }
 
@@ -107,7 +109,7 @@ pub struct DeviceIssued {
     path = "/v1/admin/users/{user_id}/devices",
     tag = "admin",
     security(("admin_token" = [])),
-    params(("user_id" = String, Path, description = "The user that owns the device.")),
+    params(("user_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The user that owns the device.")),
     request_body = IssueDeviceRequest,
     responses(
         (status = 201, description = "A fresh token; the device's previous one is revoked.",
@@ -156,8 +158,8 @@ pub async fn issue_device(
     tag = "admin",
     security(("admin_token" = [])),
     params(
-        ("user_id" = String, Path, description = "The user that owns the device."),
-        ("device_id" = String, Path, description = "The device whose token is revoked."),
+        ("user_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The user that owns the device."),
+        ("device_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The device whose token is revoked."),
     ),
     responses(
         (status = 204, description = "The token is revoked."),

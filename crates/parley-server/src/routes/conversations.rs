@@ -30,6 +30,7 @@ pub struct CreateConversationRequest {
     #[serde(default)]
     members: Vec<String>,
     /// A group's id of choice; a direct chat's id is derived from its members.
+    #[schema(pattern = "^[A-Za-z0-9._@:-]{1,140}$")]
     conv_id: Option<String>,
     title: Option<String>,
     delivery_mode: Option<DeliveryMode>,
@@ -192,7 +193,7 @@ pub async fn list(
     path = "/v1/conversations/{conv_id}",
     tag = "conversations",
     security(("device_token" = [])),
-    params(("conv_id" = String, Path, description = "The conversation.")),
+    params(("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation.")),
     responses(
         (status = 200, description = "The conversation as the caller sees it.",
             body = ConversationView),

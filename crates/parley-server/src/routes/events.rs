@@ -19,7 +19,7 @@ use crate::state::AppState;
     tag = "conversations",
     security(("device_token" = [])),
     params(
-        ("conv_id" = String, Path, description = "The conversation."),
+        ("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation."),
         ("after" = Option<i64>, Query, minimum = 0,
             description = "Events after this seq, ascending; not with `before`."),
         ("before" = Option<i64>, Query, minimum = 0,

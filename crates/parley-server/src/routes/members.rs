@@ -18,6 +18,7 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddMemberRequest {
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     user_id: String,
 }
 
@@ -33,7 +34,7 @@ pub struct ChangeSeq {
     path = "/v1/conversations/{conv_id}/members",
     tag = "conversations",
     security(("device_token" = [])),
-    params(("conv_id" = String, Path, description = "The conversation.")),
+    params(("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation.")),
     request_body = AddMemberRequest,
     responses(
         (status = 200, description = "The seq of the join event.", body = ChangeSeq),
@@ -75,8 +76,8 @@ pub async fn add(
     tag = "conversations",
     security(("device_token" = [])),
     params(
-        ("conv_id" = String, Path, description = "The conversation."),
-        ("user_id" = String, Path, description = "The member to remove; the caller to leave."),
+        ("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation."),
+        ("user_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The member to remove; the caller to leave."),
     ),
     responses(
         (status = 200, description = "The seq of the leave event.", body = ChangeSeq),
@@ -123,8 +124,8 @@ pub struct RoleSet {
     tag = "conversations",
     security(("device_token" = [])),
     params(
-        ("conv_id" = String, Path, description = "The conversation."),
-        ("user_id" = String, Path, description = "The member whose role is set."),
+        ("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation."),
+        ("user_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The member whose role is set."),
     ),
     request_body = SetRoleRequest,
     responses(

@@ -19,7 +19,7 @@ use crate::state::AppState;
     path = "/v1/conversations/{conv_id}/messages",
     tag = "conversations",
     security(("device_token" = [])),
-    params(("conv_id" = String, Path, description = "The conversation.")),
+    params(("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation.")),
     request_body = SendBody,
     responses(
         (status = 200, description = "Committed (or, `dup`, committed before under this key).",

@@ -18,7 +18,7 @@ use crate::state::AppState;
     path = "/v1/conversations/{conv_id}/read",
     tag = "conversations",
     security(("device_token" = [])),
-    params(("conv_id" = String, Path, description = "The conversation.")),
+    params(("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation.")),
     request_body = ReadBody,
     responses(
         (status = 200, description = "The read position now.", body = ReadAck),

@@ -17,7 +17,7 @@ use crate::state::AppState;
     tag = "conversations",
     security(("device_token" = [])),
     params(
-        ("conv_id" = String, Path, description = "The conversation."),
+        ("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation."),
         ("seq" = i64, Path, minimum = 0, description = "The message's seq, written as JSON \
             writes an integer."),
     ),
