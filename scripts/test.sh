@@ -3,7 +3,8 @@
 # PostgreSQL and the embedded SQLite store. The store contract has one runner per store, and
 # each HTTP, WebSocket and SDK integration test runs once per store (`<test>::postgres`,
 # `<test>::sqlite`) in the same nextest run, so one summary counts both. A missing PostgreSQL
-# fails the run; tests are never skipped for lack of one.
+# fails the run; tests are never skipped for lack of one. Last, scripts/schemathesis.sh checks a
+# running server against its own OpenAPI document on both stores.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -106,4 +107,8 @@ fi
 if (( status != 0 )); then
   die "tests failed"
 fi
+
+# The API against its own OpenAPI document, on both stores (README: "Check the API").
+say "scripts/schemathesis.sh"
+bash scripts/schemathesis.sh || die "schemathesis failed"
 say "all checks passed"

@@ -5,6 +5,7 @@ use serde::{Serialize, Serializer};
 
 use crate::ids::{ConvId, UserId};
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EventKind {
@@ -41,6 +42,7 @@ fn rfc3339<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
 
 /// One committed event of a conversation log. Fields that do not belong to the kind are `None`
 /// and are left out of the JSON.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
     pub conv_id: ConvId,

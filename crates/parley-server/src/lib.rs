@@ -13,6 +13,7 @@ pub mod error;
 pub mod gateway;
 pub mod listener;
 pub mod metrics;
+pub mod openapi;
 pub mod path;
 pub mod query;
 pub mod rate_limit;

@@ -557,3 +557,127 @@ async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_lo
     assert_eq!(codes, [None, Some(4003), Some(4003)]);
     assert_eq!(store.touched(), 0, "checking tokens writes nothing");
 }
+
+/// Every operation the server serves, as (method, path template): SPEC §6's endpoints, the
+/// probes, `/v1/me`, the WebSocket upgrade and the document itself. A route added to the router
+/// belongs here too; one missing from the document fails the test below.
+const SERVED_OPERATIONS: &[(&str, &str)] = &[
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/openapi.json"),
+    ("post", "/v1/admin/users"),
+    ("post", "/v1/admin/users/{user_id}/devices"),
+    ("delete", "/v1/admin/users/{user_id}/devices/{device_id}"),
+    ("post", "/v1/conversations"),
+    ("get", "/v1/conversations"),
+    ("get", "/v1/conversations/{conv_id}"),
+    ("post", "/v1/conversations/{conv_id}/members"),
+    ("delete", "/v1/conversations/{conv_id}/members/{user_id}"),
+    ("put", "/v1/conversations/{conv_id}/members/{user_id}"),
+    ("post", "/v1/conversations/{conv_id}/messages"),
+    ("get", "/v1/conversations/{conv_id}/events"),
+    ("post", "/v1/conversations/{conv_id}/events/{seq}/recall"),
+    ("post", "/v1/conversations/{conv_id}/read"),
+    ("get", "/v1/ws"),
+    ("get", "/v1/me"),
+    ("get", "/metrics"),
+];
+
+/// The (method, path) pairs of the OpenAPI document, sorted.
+fn documented_operations() -> Vec<(String, String)> {
+    let doc = serde_json::to_value(crate::openapi::document()).expect("the document serialises");
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for method in ["get", "put", "post", "delete", "patch", "head", "options"] {
+            if item.get(method).is_some() {
+                ops.push((method.to_owned(), path.clone()));
+            }
+        }
+    }
+    ops.sort();
+    ops
+}
+
+#[test]
+fn the_document_describes_every_served_operation_and_no_other() {
+    let mut served: Vec<(String, String)> = SERVED_OPERATIONS
+        .iter()
+        .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+        .collect();
+    served.sort();
+    assert_eq!(documented_operations(), served);
+}
+
+#[test]
+fn every_refusal_in_the_document_is_the_error_body() {
+    let doc = serde_json::to_value(crate::openapi::document()).expect("the document serialises");
+    let error_ref = json!({"$ref": "#/components/schemas/ErrorBody"});
+    let mut refusals = 0;
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let Some(responses) = op["responses"].as_object() else {
+                continue;
+            };
+            for (status, response) in responses {
+                if status.starts_with('4') || status.starts_with('5') {
+                    refusals += 1;
+                    let schema = &response["content"]["application/json"]["schema"];
+                    assert_eq!(schema, &error_ref, "{method} {path} {status}");
+                }
+            }
+            let secured = op.get("security").is_some();
+            if secured && path != "/v1/ws" {
+                assert!(responses.contains_key("401"), "{method} {path} lacks 401");
+            }
+        }
+    }
+    assert!(
+        refusals > SERVED_OPERATIONS.len(),
+        "{refusals} refusals documented"
+    );
+    let codes = &doc["components"]["schemas"]["ErrorCode"]["enum"];
+    assert_eq!(
+        codes.as_array().map(Vec::len),
+        Some(parley_wire::ErrorCode::ALL.len())
+    );
+}
+
+/// Each documented operation reaches a handler of the router: the answer is never the
+/// fallback's `no such route` nor 405.
+#[tokio::test]
+async fn every_documented_operation_is_routed() {
+    let h = harness();
+    for (method, path) in documented_operations() {
+        let uri = path
+            .replace("{conv_id}", "c-1")
+            .replace("{user_id}", "ana")
+            .replace("{device_id}", "d-1")
+            .replace("{seq}", "1");
+        let token = if path.starts_with("/v1/admin") {
+            ADMIN_TOKEN
+        } else {
+            DEVICE_TOKEN
+        };
+        let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("a method");
+        let body = [Method::POST, Method::PUT]
+            .contains(&method)
+            .then(|| "{}".to_owned());
+        let (status, v) = call(&h, method.clone(), &uri, Some(token), body).await;
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+        assert_ne!(
+            v["error"]["message"].as_str(),
+            Some("no such route"),
+            "{method} {uri}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_document_is_served_as_json() {
+    let h = harness();
+    let (status, v) = call(&h, Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(v["openapi"].as_str().is_some_and(|s| s.starts_with("3.")));
+    assert!(v["components"]["securitySchemes"]["device_token"].is_object());
+    assert!(v["components"]["securitySchemes"]["admin_token"].is_object());
+}

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The ack of a send: the message is committed in the authoritative store.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendAck {
     pub conv_id: String,
@@ -19,12 +20,14 @@ pub struct SendAck {
 }
 
 /// The answer of a read: the resulting position, which never moves back (P8).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadAck {
     pub read_seq: i64,
 }
 
 /// The answer of a recall; recalling again answers the same recall.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecallAck {
     /// The seq of the `recall` event.
@@ -33,6 +36,7 @@ pub struct RecallAck {
 }
 
 /// The answer of `GET /v1/me`: the user and the device a device token belongs to.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     pub user_id: String,
@@ -41,6 +45,7 @@ pub struct Identity {
 
 /// An answer of events-after (ascending) or of a history page (descending). `E` is the event
 /// as each side holds it: the server writes its domain event, a client reads [`Event`].
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventsPage<E = Event> {
     pub events: Vec<E>,

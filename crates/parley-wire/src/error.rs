@@ -85,6 +85,23 @@ impl ErrorCode {
     }
 }
 
+/// The document lists every code this version answers with, from the same table.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for ErrorCode {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(Self::ALL.iter().map(|c| c.as_str())))
+            .description(Some(
+                "A stable error code; each has one HTTP status (SPEC §6). Clients branch on it.",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for ErrorCode {}
+
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -92,6 +109,7 @@ impl std::fmt::Display for ErrorCode {
 }
 
 /// The body of every refusal over HTTP: `{"error": {"code", "message"}}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
@@ -99,8 +117,10 @@ pub struct ErrorBody {
 
 /// The code is kept as text so that a client reads codes added after it was built; the message
 /// is for people and never carries message bodies, tokens or store internals.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
+    #[cfg_attr(feature = "openapi", schema(value_type = ErrorCode))]
     pub code: String,
     #[serde(default)]
     pub message: String,

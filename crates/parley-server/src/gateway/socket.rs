@@ -45,6 +45,27 @@ const READ_BUFFER_BYTES: usize = 4 * 1024;
 /// repeat in every log line of the request.
 const LOGGED_REQ_ID_CHARS_MAX: usize = 64;
 
+/// The WebSocket upgrade of SPEC §7; the frames it carries are not part of the document.
+#[utoipa::path(
+    get,
+    path = "/v1/ws",
+    tag = "realtime",
+    security(("device_token" = []), ()),
+    params(("access_token" = Option<String>, Query,
+        description = "The device token, for browsers that cannot set `Authorization`; never \
+            logged.")),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol (SPEC §7)."),
+        (status = 400, description = "`BAD_REQUEST`: not a WebSocket upgrade request.",
+            body = parley_wire::ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: no valid token in the header or \
+            `access_token`.", body = parley_wire::ErrorBody),
+        (status = 403, description = "`FORBIDDEN`: a browser `Origin` that is not allowed.",
+            body = parley_wire::ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer, or the handshake \
+            took too long.", body = parley_wire::ErrorBody),
+    )
+)]
 pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,

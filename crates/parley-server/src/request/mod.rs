@@ -15,9 +15,9 @@ pub mod frame;
 mod events;
 #[cfg(test)]
 mod fuzz_tests;
-mod read;
+pub mod read;
 mod recall;
-mod send;
+pub mod send;
 
 pub use events::{History, ReadEvents, SyncAfter};
 pub use frame::FrameRequest;

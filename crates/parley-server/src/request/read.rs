@@ -20,9 +20,11 @@ pub struct MarkRead {
     pub seq: i64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadBody {
+pub struct ReadBody {
+    /// The seq read up to; zero or more.
+    #[schema(minimum = 0)]
     seq: i64,
 }
 

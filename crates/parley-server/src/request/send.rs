@@ -26,10 +26,13 @@ pub struct SendMessage {
 }
 
 /// The HTTP body; a `sender` field is an unknown field, so 400.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct SendBody {
+pub struct SendBody {
+    /// The request key: 1 to 128 characters; a retry sends the same key.
+    #[schema(min_length = 1, max_length = 128)]
     client_msg_id: String,
+    /// The message: not empty, without U+0000, at most `--max-body-bytes` UTF-8 bytes.
     body: String,
 }
 

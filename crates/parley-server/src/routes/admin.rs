@@ -5,7 +5,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use parley_domain::{DeviceId, UserId};
+use parley_wire::ErrorBody;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::auth::Admin;
 use crate::body::JsonBody;
@@ -21,20 +23,45 @@ fn admin_budget(state: &AppState) -> Result<(), ApiError> {
     state.rate_limiter().check(LimitKind::Admin, ADMIN_KEY)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateUserRequest {
+pub struct CreateUserRequest {
+    /// 1 to 64 of `A-Z a-z 0-9 . _ - @`, not `.` or `..`.
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     user_id: String,
+    /// Any text without U+0000.
     display_name: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct UserCreated {
     user_id: UserId,
     display_name: Option<String>,
 }
 
 /// `POST /v1/admin/users`: 201, or 409 `ALREADY_EXISTS` for a taken id.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/users",
+    tag = "admin",
+    security(("admin_token" = [])),
+    request_body = CreateUserRequest,
+    responses(
+        (status = 201, description = "The user was created.", body = UserCreated),
+        (status = 400, description = "`BAD_REQUEST`: malformed JSON, an unknown or missing \
+            field, an invalid id or text.", body = ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: no valid token.", body = ErrorBody),
+        (status = 403, description = "`FORBIDDEN`: a device token.", body = ErrorBody),
+        (status = 409, description = "`ALREADY_EXISTS`: the id is taken.", body = ErrorBody),
+        (status = 413, description = "`REQUEST_TOO_LARGE`: the body is over the request limit.",
+            body = ErrorBody),
+        (status = 415, description = "`UNSUPPORTED_MEDIA_TYPE`: the body is not \
+            `application/json`.", body = ErrorBody),
+        (status = 429, description = "`RATE_LIMITED`: over the admin endpoints' rate.",
+            body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer.", body = ErrorBody),
+    )
+)]
 pub async fn create_user(
     State(state): State<AppState>,
     _: Admin,
@@ -59,14 +86,16 @@ pub async fn create_user(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct IssueDeviceRequest {
+pub struct IssueDeviceRequest {
+    /// 1 to 64 of `A-Z a-z 0-9 . _ - @`, not `.` or `..`.
+    #[schema(pattern = "^[A-Za-z0-9._@-]{1,64}$")]
     device_id: String,
 }
 
 /// The only answer that ever carries a device token; it is not logged.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct DeviceIssued {
     user_id: UserId,
     device_id: DeviceId,
@@ -75,6 +104,30 @@ pub struct DeviceIssued {
 
 /// `POST /v1/admin/users/{user_id}/devices`: a fresh token for the device. Only its hash is
 /// stored, and storing it replaces (so revokes) the device's previous token.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/users/{user_id}/devices",
+    tag = "admin",
+    security(("admin_token" = [])),
+    params(("user_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The user that owns the device.")),
+    request_body = IssueDeviceRequest,
+    responses(
+        (status = 201, description = "A fresh token; the device's previous one is revoked.",
+            body = DeviceIssued),
+        (status = 400, description = "`BAD_REQUEST`: malformed JSON, an unknown or missing \
+            field, an invalid id.", body = ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: no valid token.", body = ErrorBody),
+        (status = 403, description = "`FORBIDDEN`: a device token.", body = ErrorBody),
+        (status = 404, description = "`NOT_FOUND`: no such user.", body = ErrorBody),
+        (status = 413, description = "`REQUEST_TOO_LARGE`: the body is over the request limit.",
+            body = ErrorBody),
+        (status = 415, description = "`UNSUPPORTED_MEDIA_TYPE`: the body is not \
+            `application/json`.", body = ErrorBody),
+        (status = 429, description = "`RATE_LIMITED`: over the admin endpoints' rate.",
+            body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer.", body = ErrorBody),
+    )
+)]
 pub async fn issue_device(
     State(state): State<AppState>,
     _: Admin,
@@ -99,6 +152,26 @@ pub async fn issue_device(
 
 /// `DELETE /v1/admin/users/{user_id}/devices/{device_id}`: the token stops working on the next
 /// request, because device authentication is never cached, and its open connections close.
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/users/{user_id}/devices/{device_id}",
+    tag = "admin",
+    security(("admin_token" = [])),
+    params(
+        ("user_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The user that owns the device."),
+        ("device_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The device whose token is revoked."),
+    ),
+    responses(
+        (status = 204, description = "The token is revoked."),
+        (status = 400, description = "`BAD_REQUEST`: an invalid id.", body = ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: no valid token.", body = ErrorBody),
+        (status = 403, description = "`FORBIDDEN`: a device token.", body = ErrorBody),
+        (status = 404, description = "`NOT_FOUND`: no such user or device.", body = ErrorBody),
+        (status = 429, description = "`RATE_LIMITED`: over the admin endpoints' rate.",
+            body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer.", body = ErrorBody),
+    )
+)]
 pub async fn revoke_device(
     State(state): State<AppState>,
     _: Admin,

@@ -8,7 +8,9 @@ use axum::Json;
 use parley_domain::limits::CREATE_MEMBERS_MAX;
 use parley_domain::{ConvKind, ConversationView, DeliveryMode, UserId};
 use parley_store::NewConversation;
+use parley_wire::ErrorBody;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::auth::Device;
 use crate::body::JsonBody;
@@ -20,16 +22,23 @@ use crate::request::fields;
 use crate::service;
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateConversationRequest {
     kind: ConvKind,
+    /// The other members' user ids (a direct chat: exactly one); the caller is added as owner.
     #[serde(default)]
     members: Vec<String>,
+    /// A group's id of choice; a direct chat's id is derived from its members.
+    #[schema(pattern = "^[A-Za-z0-9._@:-]{1,140}$")]
     conv_id: Option<String>,
     title: Option<String>,
     delivery_mode: Option<DeliveryMode>,
+    /// Zero or more; the server's default when absent.
+    #[schema(minimum = 0)]
     recall_window_ms: Option<i64>,
+    /// More than zero; the server's default (keep forever) when absent.
+    #[schema(minimum = 1)]
     retention_ms: Option<i64>,
 }
 
@@ -97,6 +106,29 @@ pub fn new_conversation(
 
 /// `POST /v1/conversations`: 201 with the new conversation, or 200 with the existing direct
 /// chat of the pair.
+#[utoipa::path(
+    post,
+    path = "/v1/conversations",
+    tag = "conversations",
+    security(("device_token" = [])),
+    request_body = CreateConversationRequest,
+    responses(
+        (status = 201, description = "The new conversation.", body = ConversationView),
+        (status = 200, description = "The pair's existing direct chat.", body = ConversationView),
+        (status = 400, description = "`BAD_REQUEST`: malformed JSON, an unknown or missing \
+            field, an invalid id, text or setting.", body = ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: a missing, unknown or revoked token.",
+            body = ErrorBody),
+        (status = 404, description = "`NOT_FOUND`: a named member is no user.", body = ErrorBody),
+        (status = 409, description = "`ALREADY_EXISTS`: the group id is taken.", body = ErrorBody),
+        (status = 413, description = "`REQUEST_TOO_LARGE`: the body is over the request limit.",
+            body = ErrorBody),
+        (status = 415, description = "`UNSUPPORTED_MEDIA_TYPE`: the body is not \
+            `application/json`.", body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE` or `OUTCOME_UNKNOWN`: the store did not \
+            answer or confirm.", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     Device(identity): Device,
@@ -113,7 +145,7 @@ pub async fn create(
     Ok((status, Json(created.conversation)))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ConversationList {
     conversations: Vec<ConversationView>,
     sync_token: String,
@@ -121,6 +153,23 @@ pub struct ConversationList {
 
 /// `GET /v1/conversations[?since=<token>]`: the caller's conversations that changed since the
 /// token (all of them without one), and the token for the next call (SPEC §5, sync feed).
+#[utoipa::path(
+    get,
+    path = "/v1/conversations",
+    tag = "conversations",
+    security(("device_token" = [])),
+    params(("since" = Option<String>, Query,
+        description = "The `sync_token` of an earlier answer: only what changed since.")),
+    responses(
+        (status = 200, description = "The changed conversations and the next token.",
+            body = ConversationList),
+        (status = 400, description = "`BAD_REQUEST`: an unknown or repeated parameter, a token \
+            of another store or from the future.", body = ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: a missing, unknown or revoked token.",
+            body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer.", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     Device(identity): Device,
@@ -139,6 +188,23 @@ pub async fn list(
 
 /// `GET /v1/conversations/{conv_id}`: `NOT_MEMBER` both for a conversation the caller never
 /// joined and for one that does not exist (P10).
+#[utoipa::path(
+    get,
+    path = "/v1/conversations/{conv_id}",
+    tag = "conversations",
+    security(("device_token" = [])),
+    params(("conv_id" = String, Path, pattern = "^[A-Za-z0-9._@:-]{1,140}$", description = "The conversation.")),
+    responses(
+        (status = 200, description = "The conversation as the caller sees it.",
+            body = ConversationView),
+        (status = 400, description = "`BAD_REQUEST`: an invalid id.", body = ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: a missing, unknown or revoked token.",
+            body = ErrorBody),
+        (status = 404, description = "`NOT_MEMBER`: never a member, or no such conversation.",
+            body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer.", body = ErrorBody),
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     Device(identity): Device,

@@ -2,19 +2,44 @@
 
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use parley_wire::ErrorBody;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// The answer of a probe.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeStatus {
+    /// `ok` for `/healthz`, `ready` for `/readyz`.
+    #[schema(example = "ok")]
+    status: &'static str,
+}
+
 /// The process is up and serving HTTP; says nothing about the store.
-pub async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "probes",
+    responses((status = 200, description = "The process serves HTTP.", body = ProbeStatus))
+)]
+pub async fn healthz() -> Json<ProbeStatus> {
+    Json(ProbeStatus { status: "ok" })
 }
 
 /// The store answers, so requests can be served; 503 `UNAVAILABLE` otherwise, which takes the
 /// node out of a load balancer until the store is back.
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "probes",
+    responses(
+        (status = 200, description = "The store answers.", body = ProbeStatus),
+        (status = 503, description = "`UNAVAILABLE`: the store does not answer.", body = ErrorBody),
+    )
+)]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<ProbeStatus>, ApiError> {
     state.store().ping().await?;
-    Ok(Json(json!({ "status": "ready" })))
+    Ok(Json(ProbeStatus { status: "ready" }))
 }

@@ -11,47 +11,43 @@ mod metrics;
 mod read;
 mod recall;
 
-use axum::routing::{delete, get, post};
 use axum::Router;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::ApiError;
+use crate::openapi::{self, ApiDoc};
 use crate::state::AppState;
+
+/// The one list of routes: each entry is a handler with its `#[utoipa::path]`, so the router and
+/// the OpenAPI document (`openapi::document`) are built from the same entries.
+pub fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(openapi::serve))
+        .routes(routes!(admin::create_user))
+        .routes(routes!(admin::issue_device))
+        .routes(routes!(admin::revoke_device))
+        .routes(routes!(conversations::create, conversations::list))
+        .routes(routes!(conversations::get_one))
+        .routes(routes!(members::add))
+        .routes(routes!(members::remove, members::set_role))
+        .routes(routes!(messages::send))
+        .routes(routes!(events::list))
+        .routes(routes!(recall::recall))
+        .routes(routes!(read::mark))
+        .routes(routes!(crate::gateway::socket::upgrade))
+        .routes(routes!(me::me))
+        .routes(routes!(metrics::admin_only))
+}
 
 /// Every HTTP route, with JSON errors for unknown paths and methods so no answer of the server
 /// leaves the error envelope.
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/v1/admin/users", post(admin::create_user))
-        .route(
-            "/v1/admin/users/{user_id}/devices",
-            post(admin::issue_device),
-        )
-        .route(
-            "/v1/admin/users/{user_id}/devices/{device_id}",
-            delete(admin::revoke_device),
-        )
-        .route(
-            "/v1/conversations",
-            post(conversations::create).get(conversations::list),
-        )
-        .route("/v1/conversations/{conv_id}", get(conversations::get_one))
-        .route("/v1/conversations/{conv_id}/members", post(members::add))
-        .route(
-            "/v1/conversations/{conv_id}/members/{user_id}",
-            delete(members::remove).put(members::set_role),
-        )
-        .route("/v1/conversations/{conv_id}/messages", post(messages::send))
-        .route("/v1/conversations/{conv_id}/events", get(events::list))
-        .route(
-            "/v1/conversations/{conv_id}/events/{seq}/recall",
-            post(recall::recall),
-        )
-        .route("/v1/conversations/{conv_id}/read", post(read::mark))
-        .route("/v1/ws", get(crate::gateway::socket::upgrade))
-        .route("/v1/me", get(me::me))
-        .route("/metrics", get(metrics::admin_only))
+    let (router, _document) = api().split_for_parts();
+    router
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
 }
@@ -59,7 +55,7 @@ pub fn router() -> Router<AppState> {
 /// The metrics listener's routes: the scrape, open to whoever reaches its address.
 pub fn metrics_router() -> Router<AppState> {
     Router::new()
-        .route("/metrics", get(metrics::open))
+        .route("/metrics", axum::routing::get(metrics::open))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
 }
