@@ -57,6 +57,9 @@ pub struct ConnectionLimits {
     pub body_timeout_ms: u64,
     /// A keep-alive connection with no request started for this long is closed.
     pub keepalive_idle_ms: u64,
+    /// A write to the client's socket that cannot make progress for this long (the client
+    /// stopped reading, and the socket's buffers are full) ends the connection.
+    pub write_stall_timeout_ms: u64,
     /// From a WebSocket upgrade request to the upgrade answered: authentication included.
     pub ws_handshake_timeout_ms: u64,
     /// How long closing a WebSocket may take: the close frame's way past frames queued in
@@ -75,6 +78,9 @@ pub const HEADER_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 pub const BODY_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Default idle time of a keep-alive connection between requests.
 pub const KEEPALIVE_IDLE_MS_DEFAULT: u64 = 60_000;
+/// Default limit on a write that makes no progress: longer than the WebSocket close timeout,
+/// so a stalled WebSocket reader still gets its 4008 close first.
+pub const WRITE_STALL_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Default limit from a WebSocket upgrade request to its answer.
 pub const WS_HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// Default bound on closing a WebSocket.
@@ -90,6 +96,7 @@ impl Default for ConnectionLimits {
             header_timeout_ms: HEADER_TIMEOUT_MS_DEFAULT,
             body_timeout_ms: BODY_TIMEOUT_MS_DEFAULT,
             keepalive_idle_ms: KEEPALIVE_IDLE_MS_DEFAULT,
+            write_stall_timeout_ms: WRITE_STALL_TIMEOUT_MS_DEFAULT,
             ws_handshake_timeout_ms: WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
             ws_close_timeout_ms: WS_CLOSE_TIMEOUT_MS_DEFAULT,
             connections_max: CONNECTIONS_MAX_DEFAULT,

@@ -20,7 +20,7 @@ pub use parley_server::config::{
     BODY_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
     HEADER_TIMEOUT_MS_DEFAULT, HINT_INTERVAL_MS_DEFAULT, HINT_INTERVAL_MS_MAX,
     KEEPALIVE_IDLE_MS_DEFAULT, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT,
-    WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
+    WRITE_STALL_TIMEOUT_MS_DEFAULT, WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
 };
 /// Default time a silent WebSocket connection is kept open.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
@@ -154,6 +154,15 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_KEEPALIVE_IDLE_MS", default_value_t = KEEPALIVE_IDLE_MS_DEFAULT)]
     pub keepalive_idle_ms: u64,
 
+    /// A write to a client that makes no progress for this long (the client stopped reading)
+    /// closes the connection.
+    #[arg(
+        long,
+        env = "PARLEY_WRITE_STALL_TIMEOUT_MS",
+        default_value_t = WRITE_STALL_TIMEOUT_MS_DEFAULT
+    )]
+    pub write_stall_timeout_ms: u64,
+
     /// From a WebSocket upgrade request to its answer, authentication included.
     #[arg(
         long,
@@ -251,6 +260,7 @@ mod tests {
         assert_eq!(args.header_timeout_ms, 10_000);
         assert_eq!(args.body_timeout_ms, 30_000);
         assert_eq!(args.keepalive_idle_ms, 60_000);
+        assert_eq!(args.write_stall_timeout_ms, 30_000);
         assert_eq!(args.ws_handshake_timeout_ms, 10_000);
         assert_eq!(args.ws_close_timeout_ms, 5_000);
         assert_eq!(args.connections_max, 10_000);

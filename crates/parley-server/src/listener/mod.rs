@@ -203,7 +203,7 @@ async fn start_connection(tcp: TcpStream, ticket: admission::Ticket, world: Conn
         tracing::debug!(error = %e, "could not set TCP_NODELAY");
     }
     let activity = ticket.activity().clone();
-    let io = io::ConnIo::new(tcp, ticket);
+    let io = io::ConnIo::new(tcp, ticket, world.timeouts.write_stall);
     serve_connection(io, activity, world.router, world.timeouts, world.stop).await;
 }
 
@@ -248,6 +248,7 @@ struct Timeouts {
     header: Duration,
     body: Duration,
     keepalive_idle: Duration,
+    write_stall: Duration,
 }
 
 /// Longest any connection timeout is taken to be: a deadline is an instant, and an instant
@@ -261,6 +262,7 @@ impl Timeouts {
             header: ms(limits.header_timeout_ms),
             body: ms(limits.body_timeout_ms),
             keepalive_idle: ms(limits.keepalive_idle_ms),
+            write_stall: ms(limits.write_stall_timeout_ms),
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::raw_tcp::{self, HEALTHZ};
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use parley_server::config::ConnectionLimits;
 use parley_testkit::{ServerConfig, StoreKind, TestServer};
 use tokio::io::AsyncWriteExt;
@@ -218,4 +218,63 @@ async fn an_unparsable_head_is_answered_400_with_the_error_body() -> Result<()> 
 
 fn ms(ms: u64) -> Duration {
     Duration::from_millis(ms)
+}
+
+/// The write-stall limit of the test below.
+const WRITE_STALL_MS: u64 = 1_000;
+/// Pipelined requests written per chunk, and the longest a chunk may take to be accepted
+/// before the server counts as no longer reading.
+const PIPELINED_PER_CHUNK: usize = 1_000;
+const CHUNK_WRITE_WAIT: Duration = Duration::from_millis(500);
+/// A bound on the bytes written, whatever the socket buffers hold.
+const PIPELINED_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_at_the_write_stall_timeout() -> Result<()> {
+    let config = ServerConfig {
+        connections: ConnectionLimits {
+            write_stall_timeout_ms: WRITE_STALL_MS,
+            ..ConnectionLimits::default()
+        },
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_on(StoreKind::Sqlite, config).await;
+    let addr = raw_tcp::server_addr(server.base_url())?;
+    let mut tcp = raw_tcp::connect(addr).await?;
+    // Requests pipelined and answers never read: the answers fill both sockets' buffers, the
+    // server's writes stop making progress, and it stops reading requests too.
+    let chunk = HEALTHZ.repeat(PIPELINED_PER_CHUNK);
+    let mut requests = 0;
+    let mut written = 0;
+    loop {
+        ensure!(
+            written < PIPELINED_BYTES_MAX,
+            "the server still read requests after {written} bytes of unread answers"
+        );
+        match tokio::time::timeout(CHUNK_WRITE_WAIT, tcp.write_all(&chunk)).await {
+            Ok(Ok(())) => {
+                requests += PIPELINED_PER_CHUNK;
+                written += chunk.len();
+            }
+            // The server stopped reading (or has closed already): its writes are stalled.
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    // Still not reading, for longer than the limit plus a loaded machine's lateness.
+    tokio::time::sleep(Duration::from_millis(WRITE_STALL_MS + LATE_MS)).await;
+    let closed = raw_tcp::until_closed(&mut tcp, Instant::now() + ANSWER_WAIT)
+        .await
+        .context("the connection of a client that stopped reading was kept")?;
+    let answers = closed
+        .received
+        .windows(b"HTTP/1.1 200".len())
+        .filter(|w| *w == b"HTTP/1.1 200")
+        .count();
+    // A server without the limit answers every request it read once reading resumes, and
+    // keeps the connection; one with it closed the connection while nobody read.
+    ensure!(
+        answers < requests,
+        "{answers} answers to {requests} requests: the connection was never cut"
+    );
+    Ok(())
 }
