@@ -11,6 +11,7 @@ mod http_contract;
 mod input_rules;
 mod metrics;
 mod outcome_unknown;
+mod nats_bus;
 mod pg_bus;
 mod rate_limit;
 mod raw_tcp;
