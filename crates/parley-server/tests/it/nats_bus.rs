@@ -83,7 +83,10 @@ async fn check_10_every_device_on_every_gateway_nats() -> Result<()> {
     ensure_exact(&on_a, first, head)?;
     // Nothing more comes: no duplicate from the other gateway's copy of the announcement.
     ensure!(
-        ws_ben.next_json(Duration::from_millis(300)).await?.is_none(),
+        ws_ben
+            .next_json(Duration::from_millis(300))
+            .await?
+            .is_none(),
         "a frame after the head"
     );
     stop_all(nodes).await;
@@ -106,7 +109,10 @@ impl NatsServer {
             .with_context(|| format!("cannot start {NATS_SERVER_BIN}"))?;
         let deadline = Instant::now() + WAIT;
         while tokio::net::TcpStream::connect(addr).await.is_err() {
-            ensure!(Instant::now() < deadline, "nats-server not listening on {addr}");
+            ensure!(
+                Instant::now() < deadline,
+                "nats-server not listening on {addr}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(NatsServer { addr, child })
@@ -131,7 +137,10 @@ impl Drop for NatsServer {
 }
 
 async fn readyz_bus(base_url: &str) -> Result<Value> {
-    let body: Value = reqwest::get(format!("{base_url}/readyz")).await?.json().await?;
+    let body: Value = reqwest::get(format!("{base_url}/readyz"))
+        .await?
+        .json()
+        .await?;
     Ok(body["bus"].clone())
 }
 
@@ -160,7 +169,10 @@ async fn check_10_nats_restart() -> Result<()> {
         degraded_seen |= readyz_bus(b.base_url()).await? == "degraded";
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
-    ensure!(degraded_seen, "/readyz of gateway B never said the bus was degraded");
+    ensure!(
+        degraded_seen,
+        "/readyz of gateway B never said the bus was degraded"
+    );
     let restarted = Instant::now();
     let nats = NatsServer::start(nats.addr).await?;
     // The last sends of the outage are announced by nobody after the restart: only the repair
