@@ -62,10 +62,13 @@ ensure_postgres() {
   done
 }
 
-# NATS is not used by any test yet: a missing server is reported, not fatal.
+# The NATS bus tests need the machine's NATS server and the nats-server binary (one test starts
+# a server of its own to restart it): a missing one is fatal, never a skipped test.
 check_nats() {
+  [[ -x /usr/sbin/nats-server ]] \
+    || die "/usr/sbin/nats-server is missing; install it (apt-get install nats-server)"
   tcp_open "$NATS_HOST" "$NATS_PORT" && return
-  if [[ -x /usr/sbin/nats-server ]] && command -v start-stop-daemon >/dev/null 2>&1; then
+  if command -v start-stop-daemon >/dev/null 2>&1; then
     say "NATS is not listening on $NATS_HOST:$NATS_PORT; starting it"
     start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
       -a "$NATS_HOST" -p "$NATS_PORT" -js -sd /var/lib/nats-server -l /var/log/nats-server.log \
@@ -78,7 +81,7 @@ check_nats() {
     done
     tcp_open "$NATS_HOST" "$NATS_PORT" && return
   fi
-  warn "NATS is not reachable on $NATS_HOST:$NATS_PORT (needed later for the NATS bus; no test uses it yet)"
+  die "NATS is not reachable on $NATS_HOST:$NATS_PORT; the NATS bus tests need it"
 }
 
 say "cargo fmt --check"

@@ -11,7 +11,8 @@
 //! the bus only; they are never coalesced.
 //!
 //! [`LocalBus`] is the bus of one node. With the `postgres` feature, [`pg::PgBus`] joins the
-//! gateways of one PostgreSQL database. The payload codec ([`codec`]), the coalescing of a
+//! gateways of one PostgreSQL database; with the `nats` feature, [`nats::NatsBus`] joins many
+//! gateways through a NATS server. The payload codec ([`codec`]), the coalescing of a
 //! batch ([`coalesce`]) and the reconnect backoff ([`backoff`]) are transport-neutral, so a bus
 //! over another transport reuses them.
 
@@ -22,6 +23,8 @@ mod error;
 #[cfg(test)]
 mod fuzz_tests;
 mod local;
+#[cfg(feature = "nats")]
+pub mod nats;
 mod notice;
 #[cfg(feature = "postgres")]
 pub mod pg;
@@ -51,6 +54,10 @@ pub enum Announcement {
     Committed(Committed),
     /// A side effect of a write that is not in the log.
     Notice(Notice),
+    /// The transport between gateways was down and is back: announcements of other gateways
+    /// made meanwhile were lost, so every conversation a subscriber holds is read again from
+    /// the log up to its head.
+    Reconnected,
 }
 
 impl Announcement {
@@ -58,14 +65,14 @@ impl Announcement {
     pub fn committed(&self) -> Option<&Committed> {
         match self {
             Self::Committed(c) => Some(c),
-            Self::Notice(_) => None,
+            Self::Notice(_) | Self::Reconnected => None,
         }
     }
 
     /// The notice, if this is one.
     pub fn notice(&self) -> Option<&Notice> {
         match self {
-            Self::Committed(_) => None,
+            Self::Committed(_) | Self::Reconnected => None,
             Self::Notice(n) => Some(n),
         }
     }
@@ -83,4 +90,9 @@ pub trait EventBus: Send + Sync + 'static {
     /// A side effect that is not an event.
     fn notify(&self, notice: Notice);
     fn subscribe(&self) -> Subscription;
+    /// True while announcements cannot reach other gateways (their transport is down); this
+    /// node still serves its own devices. A bus of one node is never degraded.
+    fn degraded(&self) -> bool {
+        false
+    }
 }

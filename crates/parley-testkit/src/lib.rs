@@ -24,7 +24,7 @@ pub use db::{
     TEST_DATABASE_URL_ENV, TEST_DB_PREFIX,
 };
 pub use parley_server::ServerConfig;
-pub use server::{StoreKind, TestServer, TEST_DEVICE_ID};
+pub use server::{GatewayBus, StoreKind, TestServer, TEST_DEVICE_ID};
 
 /// Runs the async test function `$name(store: StoreKind) -> anyhow::Result<()>` once on
 /// PostgreSQL and once on the embedded store, as the tests `$name::postgres` and

@@ -3,11 +3,14 @@
 //! 127.0.0.1, and a random admin token. Nothing is global, so tests run in parallel.
 //!
 //! [`TestServer::start_gateways`] starts several servers on one PostgreSQL database instead,
-//! each a gateway with a [`PgBus`] of its own, as several `parley serve --bus postgres` would.
+//! each a gateway with a [`PgBus`] of its own, as several `parley serve --bus postgres` would;
+//! [`TestServer::start_gateways_on`] does the same with a [`NatsBus`] per gateway
+//! (`--bus nats`).
 
 use std::fmt;
 use std::sync::Arc;
 
+use parley_bus::nats::NatsBus;
 use parley_bus::pg::PgBus;
 use parley_bus::{EventBus, LocalBus};
 use parley_client::{AdminClient, Client};
@@ -42,9 +45,19 @@ impl fmt::Display for StoreKind {
     }
 }
 
-/// The PostgreSQL bus of one gateway and the token that stops it with the server.
+/// The bus between the gateways of [`TestServer::start_gateways_on`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayBus {
+    /// `PgBus` on the gateways' database.
+    Postgres,
+    /// `NatsBus` on the NATS server at this URL.
+    Nats(String),
+}
+
+/// The bus of one gateway and the token that stops it with the server.
 struct NodeBus {
-    bus: PgBus,
+    bus: Arc<dyn EventBus>,
+    pg: Option<PgBus>,
     shutdown: CancellationToken,
 }
 
@@ -158,8 +171,24 @@ impl TestServer {
     ///
     /// # Panics
     /// When PostgreSQL is unreachable, a bus cannot start or a port cannot be bound.
-    pub async fn start_gateways(count: usize, mut config: ServerConfig) -> Vec<TestServer> {
+    pub async fn start_gateways(count: usize, config: ServerConfig) -> Vec<TestServer> {
+        Self::start_gateways_on(&GatewayBus::Postgres, count, config).await
+    }
+
+    /// Like [`TestServer::start_gateways`], on the bus `kind`. On NATS, gateways of parallel
+    /// tests share the subjects, so each gateway id gets a random suffix to stay unique.
+    ///
+    /// # Panics
+    /// When PostgreSQL is unreachable, a bus cannot start or a port cannot be bound.
+    pub async fn start_gateways_on(
+        kind: &GatewayBus,
+        count: usize,
+        mut config: ServerConfig,
+    ) -> Vec<TestServer> {
         let db = TestDb::create().await;
+        if matches!(kind, GatewayBus::Nats(_)) {
+            config.gateway_id = format!("{}-{:016x}", config.gateway_id, rand::random::<u64>());
+        }
         if config.admin_token.is_empty() {
             config.admin_token = random_admin_token();
         }
@@ -170,22 +199,34 @@ impl TestServer {
             let mut config = config.clone();
             config.gateway_id = format!("{}-{node}", config.gateway_id);
             let shutdown = CancellationToken::new();
-            let bus = PgBus::start(
-                store.pool().clone(),
-                config.gateway_id.clone(),
-                shutdown.clone(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("cannot start the postgres bus of gateway {node}: {e}"));
+            let (bus, pg): (Arc<dyn EventBus>, _) = match kind {
+                GatewayBus::Postgres => {
+                    let bus = PgBus::start(
+                        store.pool().clone(),
+                        config.gateway_id.clone(),
+                        shutdown.clone(),
+                    )
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!("cannot start the postgres bus of gateway {node}: {e}")
+                    });
+                    (Arc::new(bus.clone()), Some(bus))
+                }
+                GatewayBus::Nats(url) => {
+                    let bus = NatsBus::start(url, config.gateway_id.clone(), shutdown.clone())
+                        .await
+                        .unwrap_or_else(|e| {
+                            panic!("cannot start the nats bus of gateway {node}: {e}")
+                        });
+                    (Arc::new(bus), None)
+                }
+            };
             let backing = Backing::Postgres {
                 db: db.clone(),
                 store: store.clone(),
             };
             let store: Arc<dyn Store> = Arc::new(store);
-            let node_bus = NodeBus {
-                bus: bus.clone(),
-                shutdown,
-            };
+            let node_bus = NodeBus { bus, pg, shutdown };
             servers.push(
                 Self::launch(backing, store.clone(), store, sql, Some(node_bus), config).await,
             );
@@ -207,7 +248,7 @@ impl TestServer {
         }
         let admin_token = config.admin_token.clone();
         let (bus, pg_bus, shutdown): (Arc<dyn EventBus>, _, _) = match pg {
-            Some(NodeBus { bus, shutdown }) => (Arc::new(bus.clone()), Some(bus), shutdown),
+            Some(NodeBus { bus, pg, shutdown }) => (bus, pg, shutdown),
             None => (Arc::new(LocalBus::new()), None, CancellationToken::new()),
         };
         let state = AppState::new(served, bus.clone(), config);

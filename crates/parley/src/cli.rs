@@ -130,8 +130,8 @@ pub struct ServeArgs {
     pub bus: BusKind,
 
     /// NATS server of --bus nats.
-    #[arg(long, env = "PARLEY_NATS_URL")]
-    pub nats_url: Option<String>,
+    #[arg(long, env = "PARLEY_NATS_URL", default_value = parley_bus::nats::NATS_URL_DEFAULT)]
+    pub nats_url: String,
 
     /// Retention of new conversations that do not set their own; absent keeps events forever.
     #[arg(long, env = "PARLEY_RETENTION_MS")]

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use parley_bus::nats::NatsBus;
 use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
@@ -23,16 +24,14 @@ use tokio::net::TcpListener;
 use crate::cli::{BusKind, ServeArgs, HINT_INTERVAL_MS_MAX};
 use crate::data_dir::{self, TokenSource};
 use crate::shutdown::shutdown_signal;
+use parley_bus::nats::NATS_URL_DEFAULT;
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.bus == BusKind::Postgres && args.database_url.is_none() {
         bail!("--bus postgres needs PostgreSQL: give --database-url (PARLEY_DATABASE_URL)");
     }
-    if args.bus == BusKind::Nats {
-        bail!(
-            "--bus nats is not available yet; use --bus local (one node) or --bus postgres \
-             (a few nodes on one database)"
-        );
+    if args.bus == BusKind::Nats && args.database_url.is_none() {
+        bail!("--bus nats needs PostgreSQL: give --database-url (PARLEY_DATABASE_URL)");
     }
     let admin_token = resolve_admin_token(&args)?;
     let config = server_config(&args, admin_token)?;
@@ -57,19 +56,27 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     let bus_stop = CancellationToken::new();
-    let pg_bus = match (&opened, args.bus) {
+    let node_bus = match (&opened, args.bus) {
         (OpenedStore::Postgres(pg), BusKind::Postgres) => {
             let gateway_id = config.gateway_id.clone();
             let bus = PgBus::start(pg.pool().clone(), gateway_id, bus_stop.clone())
                 .await
                 .context("cannot start the postgres event bus")?;
-            Some(bus)
+            NodeBus::Postgres(bus)
         }
-        _ => None,
+        (_, BusKind::Nats) => {
+            let gateway_id = config.gateway_id.clone();
+            let bus = NatsBus::start(&args.nats_url, gateway_id, bus_stop.clone())
+                .await
+                .context("cannot start the nats event bus")?;
+            NodeBus::Nats(bus)
+        }
+        _ => NodeBus::Local,
     };
-    let bus: Arc<dyn EventBus> = match &pg_bus {
-        Some(pg_bus) => Arc::new(pg_bus.clone()),
-        None => Arc::new(LocalBus::new()),
+    let bus: Arc<dyn EventBus> = match &node_bus {
+        NodeBus::Postgres(bus) => Arc::new(bus.clone()),
+        NodeBus::Nats(bus) => Arc::new(bus.clone()),
+        NodeBus::Local => Arc::new(LocalBus::new()),
     };
 
     let state = AppState::new(store, bus, config);
@@ -87,11 +94,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     // Lets the bus send the announcements still queued before the process exits.
     bus_stop.cancel();
-    if let Some(pg_bus) = pg_bus {
-        pg_bus.stopped().await;
+    match node_bus {
+        NodeBus::Postgres(bus) => bus.stopped().await,
+        NodeBus::Nats(bus) => bus.stopped().await,
+        NodeBus::Local => {}
     }
     tracing::info!("parley stopped");
     Ok(())
+}
+
+/// The bus between gateways this process started, stopped after the server.
+enum NodeBus {
+    Local,
+    Postgres(PgBus),
+    Nats(NatsBus),
 }
 
 /// The second listener that serves `/metrics` without a token (`--metrics-listen`).
@@ -282,7 +298,7 @@ fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
 /// into thinking they work.
 fn not_yet_in_effect(args: &ServeArgs) -> Vec<&'static str> {
     let mut ignored = Vec::new();
-    if args.nats_url.is_some() {
+    if args.bus != BusKind::Nats && args.nats_url != NATS_URL_DEFAULT {
         ignored.push("--nats-url");
     }
     ignored
@@ -439,11 +455,15 @@ mod tests {
     fn unused_flags_are_reported() {
         let args = serve_args(&[
             "--nats-url",
-            "nats://127.0.0.1:4222",
+            "nats://10.0.0.1:4222",
             "--idle-timeout-ms",
             "5",
         ]);
         assert_eq!(not_yet_in_effect(&args), vec!["--nats-url"]);
         assert!(not_yet_in_effect(&serve_args(&[])).is_empty());
+        let nats = serve_args(&["--bus", "nats", "--nats-url", "nats://10.0.0.1:4222"]);
+        assert!(not_yet_in_effect(&nats).is_empty());
+        assert_eq!(nats.nats_url, "nats://10.0.0.1:4222");
+        assert_eq!(serve_args(&[]).nats_url, NATS_URL_DEFAULT);
     }
 }

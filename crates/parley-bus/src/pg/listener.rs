@@ -62,12 +62,13 @@ impl Listener {
                 Ok(listener) => {
                     backoff.reset();
                     bump(&self.counters.listen_reconnects, 1);
-                    // Notifications are not kept for absent listeners, so there is no way to
-                    // learn what was missed; clients notice the gap in seqs and sync.
+                    // Notifications are not kept for absent listeners, so what was missed is
+                    // unknown: subscribers read every conversation they hold from the log.
                     tracing::warn!(
                         "event bus listener reconnected; announcements of other gateways made \
-                         while it was disconnected were missed and are repaired by client sync"
+                         while it was disconnected are repaired from the log"
                     );
+                    self.local.publish(Announcement::Reconnected);
                     return Some(listener);
                 }
                 Err(e) => {

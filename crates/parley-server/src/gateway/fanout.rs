@@ -90,6 +90,7 @@ impl Fanout {
                 Ok(Announcement::Notice(notice)) => {
                     notices::apply(&self.hub, self.store.as_ref(), &notice).await
                 }
+                Ok(Announcement::Reconnected) => self.repair_all().await,
                 Err(RecvError::Lagged(missed)) => {
                     // Announcements were lost; positions are unknown, so start over. Clients
                     // repair the missed pushes and read positions by sync; revocations that
@@ -118,6 +119,37 @@ impl Fanout {
             notices::recheck_all(&hub, store.as_ref()).await;
             rechecking.store(false, Ordering::Release);
         });
+    }
+
+    /// After the bus lost announcements of other gateways (its transport reconnected): every
+    /// conversation pushed here is read from the log, from its last pushed seq up to its
+    /// current head, as if a head-only announcement had come for each.
+    async fn repair_all(&mut self) {
+        let held: Vec<ConvId> = self
+            .convs
+            .iter()
+            .filter(|(_, s)| s.last_pushed.is_some())
+            .map(|(c, _)| c.clone())
+            .collect();
+        tracing::info!(
+            conversations = held.len(),
+            "repairing pushes from the log after a bus reconnect"
+        );
+        for conv_id in held {
+            match self.store.current_members(&conv_id).await {
+                Ok(snap) => {
+                    self.handle(Committed {
+                        conv_id,
+                        head: snap.head,
+                        event: None,
+                    })
+                    .await
+                }
+                Err(e) => {
+                    tracing::warn!(%conv_id, error = %e, "head read for repair failed; clients repair by sync")
+                }
+            }
+        }
     }
 
     async fn handle(&mut self, a: Committed) {

@@ -15,6 +15,11 @@ pub struct ProbeStatus {
     /// `ok` for `/healthz`, `ready` for `/readyz`.
     #[schema(example = "ok")]
     status: &'static str,
+    /// `/readyz` only: `ok`, or `degraded` while the bus between gateways is disconnected;
+    /// the node still serves its own devices then, so it stays ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "ok")]
+    bus: Option<&'static str>,
 }
 
 /// The process is up and serving HTTP; says nothing about the store.
@@ -25,21 +30,34 @@ pub struct ProbeStatus {
     responses((status = 200, description = "The process serves HTTP.", body = ProbeStatus))
 )]
 pub async fn healthz() -> Json<ProbeStatus> {
-    Json(ProbeStatus { status: "ok" })
+    Json(ProbeStatus {
+        status: "ok",
+        bus: None,
+    })
 }
 
 /// The store answers, so requests can be served; 503 `UNAVAILABLE` otherwise, which takes the
-/// node out of a load balancer until the store is back.
+/// node out of a load balancer until the store is back. A disconnected bus is reported as
+/// `"bus": "degraded"` with 200: this node's own devices are still served, and other gateways'
+/// pushes are repaired from the log when the bus is back.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "probes",
     responses(
-        (status = 200, description = "The store answers.", body = ProbeStatus),
+        (status = 200, description = "The store answers; `bus` says whether the bus between gateways is `ok` or `degraded`.", body = ProbeStatus),
         (status = 503, description = "`UNAVAILABLE`: the store does not answer.", body = ErrorBody),
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<ProbeStatus>, ApiError> {
     state.store().ping().await?;
-    Ok(Json(ProbeStatus { status: "ready" }))
+    let bus = if state.bus().degraded() {
+        "degraded"
+    } else {
+        "ok"
+    };
+    Ok(Json(ProbeStatus {
+        status: "ready",
+        bus: Some(bus),
+    }))
 }

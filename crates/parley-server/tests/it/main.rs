@@ -10,6 +10,7 @@ mod http_concurrency;
 mod http_contract;
 mod input_rules;
 mod metrics;
+mod nats_bus;
 mod outcome_unknown;
 mod pg_bus;
 mod rate_limit;
