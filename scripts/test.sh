@@ -3,8 +3,10 @@
 # PostgreSQL and the embedded SQLite store. The store contract has one runner per store, and
 # each HTTP, WebSocket and SDK integration test runs once per store (`<test>::postgres`,
 # `<test>::sqlite`) in the same nextest run, so one summary counts both. A missing PostgreSQL
-# fails the run; tests are never skipped for lack of one. Last, scripts/schemathesis.sh checks a
-# running server against its own OpenAPI document on both stores.
+# fails the run; tests are never skipped for lack of one. Then scripts/cluster_smoke.sh runs
+# scripts/cluster.sh (three gateways on NATS behind nginx; nginx is installed with apt-get when
+# missing), and last scripts/schemathesis.sh checks a running server against its own OpenAPI
+# document on both stores.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -84,6 +86,17 @@ check_nats() {
   die "NATS is not reachable on $NATS_HOST:$NATS_PORT; the NATS bus tests need it"
 }
 
+# The cluster smoke test needs Debian's nginx; a fresh machine gets it here, as root.
+ensure_nginx() {
+  command -v nginx >/dev/null 2>&1 && return
+  (( EUID == 0 )) && command -v apt-get >/dev/null 2>&1 \
+    || die "nginx is missing and cannot be installed here; install it (apt-get install nginx)"
+  say "nginx is missing; installing Debian's package"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y nginx >/dev/null \
+    || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y nginx >/dev/null; } \
+    || die "apt-get install nginx failed; the cluster smoke test needs nginx"
+}
+
 say "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -94,6 +107,8 @@ say "PostgreSQL"
 ensure_postgres
 say "NATS"
 check_nats
+say "nginx"
+ensure_nginx
 
 status=0
 if cargo nextest --version >/dev/null 2>&1; then
@@ -110,6 +125,10 @@ fi
 if (( status != 0 )); then
   die "tests failed"
 fi
+
+# Three gateways on NATS behind nginx, started and stopped by scripts/cluster.sh.
+say "scripts/cluster_smoke.sh"
+bash scripts/cluster_smoke.sh || die "the cluster smoke test failed"
 
 # The API against its own OpenAPI document, on both stores (README: "Check the API").
 say "scripts/schemathesis.sh"
