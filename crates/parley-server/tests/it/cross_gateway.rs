@@ -9,7 +9,10 @@ use crate::metrics::{scrape, value};
 use crate::two_gateways::{bus_of, online, ping, quiet, stop_all, unique, WAIT};
 use crate::ws_support::Ws;
 use anyhow::{bail, ensure, Context, Result};
+use parley_bus::Notice;
 use parley_client::NewConversation;
+use parley_domain::{DeviceId, UserId};
+use parley_store::Route;
 use parley_testkit::{GatewayBus, ServerConfig, TestServer, TEST_DEVICE_ID};
 use serde_json::json;
 
@@ -125,6 +128,62 @@ async fn cross_gateway_kick(bus: GatewayBus) -> Result<()> {
     pushed(&mut ws_phone_b, &conv, seq, "phone on B").await?;
     pushed(&mut ws_laptop_a, &conv, seq, "laptop on A").await?;
     quiet(&mut ws_phone_b, "phone on B").await?;
+    stop_all(nodes).await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kick_comes_from_the_notice_not_the_route_table_pgbus() -> Result<()> {
+    the_kick_comes_from_the_notice_not_the_route_table(bus_of(false)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kick_comes_from_the_notice_not_the_route_table_nats() -> Result<()> {
+    the_kick_comes_from_the_notice_not_the_route_table(bus_of(true)).await
+}
+
+/// Negative control of the kick check: the route taken in the store without a notice leaves
+/// A's connection open (so the 4001 above is the bus's doing), and the notice alone, naming
+/// A's connection, closes it with `kicked` + 4001.
+async fn the_kick_comes_from_the_notice_not_the_route_table(bus: GatewayBus) -> Result<()> {
+    let nodes = TestServer::start_gateways_on(&bus, 2, ServerConfig::default()).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let ana = unique("u-ana");
+    let phone = a.user_with_device(&ana).await;
+    let mut ws_phone_a = online(a.base_url(), phone.token()).await?;
+    let (gateway_a, conn_a) = route_of(a, &ana, TEST_DEVICE_ID)
+        .await?
+        .context("the phone's route on A")?;
+
+    let user_id = UserId::parse(&ana)?;
+    let device_id = DeviceId::parse(TEST_DEVICE_ID)?;
+    let elsewhere = Route {
+        user_id: user_id.clone(),
+        device_id: device_id.clone(),
+        gateway_id: unique("gw-elsewhere"),
+        conn_id: unique("conn"),
+    };
+    let replaced = b.store().claim_route(&elsewhere).await?;
+    ensure!(
+        replaced.as_ref().map(|r| (&r.gateway_id, &r.conn_id)) == Some((&gateway_a, &conn_a)),
+        "replaced {replaced:?}"
+    );
+    quiet(
+        &mut ws_phone_a,
+        "the phone on A, its route taken without a notice",
+    )
+    .await?;
+    ping(&mut ws_phone_a, 1).await?;
+
+    b.bus().notify(Notice::RouteTaken {
+        user_id,
+        device_id,
+        gateway_id: gateway_a,
+        conn_id: conn_a,
+    });
+    let (code, frames) = ws_phone_a.until_close(WAIT).await?;
+    ensure!(code == 4001, "close code {code} on A");
+    ensure!(frames.contains(&json!({"type": "kicked"})), "{frames:?}");
     stop_all(nodes).await;
     Ok(())
 }
