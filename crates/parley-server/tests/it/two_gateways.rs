@@ -238,3 +238,43 @@ async fn a_pull_hint_reaches_a_device_on_the_other_gateway(bus: GatewayBus) -> R
     stop_all(nodes).await;
     Ok(())
 }
+
+/// A revocation whose notice never reached B (made in the store alone here, as if lost with
+/// the bus) leaves the socket open; once B's bus reconnects, B checks every connection's token
+/// and closes it with 4003. `PgBus` only: its listener connection can be killed on demand,
+/// while a NATS client buffers what it publishes while disconnected and may still deliver it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_lost_with_the_bus_closes_the_socket_once_the_bus_reconnected_pgbus(
+) -> Result<()> {
+    let nodes = TestServer::start_gateways(2, ServerConfig::default()).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let ana = unique("u-ana");
+    let phone = a.user_with_device(&ana).await;
+    let mut ws = online(b.base_url(), phone.token()).await?;
+
+    let user_id = parley_domain::UserId::parse(&ana)?;
+    let device_id = parley_domain::DeviceId::parse(parley_testkit::TEST_DEVICE_ID)?;
+    a.store().revoke_device(&user_id, &device_id).await?;
+    quiet(&mut ws, "the phone on B, its revocation not announced").await?;
+    ping(&mut ws, 1).await?;
+
+    let listener = format!("parley-listen {}", b.pg_bus().gateway_id());
+    let killed: i64 = b
+        .sql()
+        .one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = $1) AS t",
+            &[listener.as_str().into()],
+        )
+        .await?;
+    ensure!(killed == 1, "{killed} listener backends terminated");
+    let (code, _) = ws.until_close(WAIT).await?;
+    ensure!(code == 4003, "close code {code}");
+    ensure!(
+        b.pg_bus().stats().listen_reconnects >= 1,
+        "{:?}",
+        b.pg_bus().stats()
+    );
+    stop_all(nodes).await;
+    Ok(())
+}
