@@ -3,9 +3,10 @@
 //! port, as an operator's supervisor would. [`TestServer`](crate::TestServer) runs in the test's
 //! own process and cannot die that way.
 //!
-//! [`ServerProcess::start_gateways`] starts several such processes as gateways on one
+//! [`ServerProcess::start_gateways_with`] starts several such processes as gateways on one
 //! PostgreSQL database, joined by a bus between processes (PostgreSQL or NATS), each of which
-//! a test can kill with SIGKILL or stop with SIGTERM.
+//! a test can kill with SIGKILL or stop with SIGTERM ([`ServerProcess::start_gateways`]: on
+//! PostgreSQL's bus with the default lease).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -74,7 +75,7 @@ pub enum ProcessBus {
     Nats(String),
 }
 
-/// How [`ServerProcess::start_gateways`] starts each gateway.
+/// How [`ServerProcess::start_gateways_with`] starts each gateway.
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
     pub bus: ProcessBus,
@@ -160,14 +161,25 @@ impl ServerProcess {
         server
     }
 
+    /// Starts `count` processes of `program serve` on one fresh PostgreSQL database, each a
+    /// gateway (`--bus postgres`, gateway ids `gw-0`, `gw-1`, …, the default lease) with its
+    /// own port, one after the other. They share one admin token.
+    ///
+    /// # Panics
+    /// When PostgreSQL is unreachable or a process does not start.
+    pub async fn start_gateways(program: impl Into<PathBuf>, count: usize) -> Vec<ServerProcess> {
+        let options = GatewayOptions::new(ProcessBus::Postgres, "gw");
+        Self::start_gateways_with(program, count, &options).await
+    }
+
     /// Starts `count` gateways of `program serve` on one fresh PostgreSQL database, with one
-    /// admin token, as `options` says, and waits until each answers. The first applies the
-    /// schema; the others start with `--no-migrate` once it has. The database is dropped with
-    /// the last of them.
+    /// admin token, as `options` says (bus, lease, gateway ids), and waits until each answers.
+    /// The first applies the schema; the others start with `--no-migrate` once it has. The
+    /// database is dropped with the last of them.
     ///
     /// # Panics
     /// When the database cannot be created or a process does not start.
-    pub async fn start_gateways(
+    pub async fn start_gateways_with(
         program: impl Into<PathBuf>,
         count: usize,
         options: &GatewayOptions,

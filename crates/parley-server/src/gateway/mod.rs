@@ -74,6 +74,7 @@ impl Gateway {
     /// two stop when `stop` is cancelled, the lease loop when the lease is released.
     pub fn start(&self, store: Arc<dyn Store>, bus: Arc<dyn EventBus>, stop: CancellationToken) {
         let fanout = fanout::Fanout::new(
+            self.id.clone(),
             store.clone(),
             self.hub.clone(),
             self.hints.clone(),

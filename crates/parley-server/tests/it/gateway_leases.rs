@@ -258,7 +258,7 @@ enum Exit {
 async fn failover_under_load(bus: ProcessBus, exit: Exit) -> Result<Duration> {
     let prefix = unique("gw-lease");
     let options = GatewayOptions::new(bus, &prefix).with_lease_ms(LEASE_MS);
-    let mut nodes = ServerProcess::start_gateways(parley_binary(), GATEWAYS, &options).await;
+    let mut nodes = ServerProcess::start_gateways_with(parley_binary(), GATEWAYS, &options).await;
     let urls: Arc<Vec<String>> = Arc::new(nodes.iter().map(|n| n.base_url().to_owned()).collect());
     let admin = nodes[0].admin();
     let victim_id = format!("{prefix}-{VICTIM}");
