@@ -22,6 +22,8 @@ pub struct ServerConfig {
     pub retention_ms: Option<i64>,
     /// This node's id in the gateways and routes tables.
     pub gateway_id: String,
+    /// Length of the gateway's lease, renewed every third of it (`gateway::lease`).
+    pub gateway_lease_ms: u64,
     /// A WebSocket with no frame from the client for this long is closed.
     pub idle_timeout_ms: u64,
     /// Browser origins allowed to open WebSockets besides the server's own; `*` allows any.
@@ -118,6 +120,8 @@ pub const HINT_INTERVAL_MS_DEFAULT: u64 = 100;
 /// Longest coalescing interval of pull hints the specification allows (SPEC §8).
 pub const HINT_INTERVAL_MS_MAX: u64 = 250;
 
+pub use crate::gateway::lease::{GATEWAY_LEASE_MS_DEFAULT, GATEWAY_LEASE_MS_MIN};
+
 /// A gateway id for a node that was given none.
 pub fn generated_gateway_id() -> String {
     format!("gw-{}", uuid::Uuid::new_v4().simple())
@@ -133,6 +137,7 @@ impl Default for ServerConfig {
             pull_threshold: PULL_THRESHOLD_DEFAULT,
             retention_ms: None,
             gateway_id: generated_gateway_id(),
+            gateway_lease_ms: GATEWAY_LEASE_MS_DEFAULT,
             idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
             ws_allowed_origins: Vec::new(),
             outbound_queue_len_max: OUTBOUND_QUEUE_LEN_MAX_DEFAULT,
@@ -155,6 +160,7 @@ impl fmt::Debug for ServerConfig {
             .field("pull_threshold", &self.pull_threshold)
             .field("retention_ms", &self.retention_ms)
             .field("gateway_id", &self.gateway_id)
+            .field("gateway_lease_ms", &self.gateway_lease_ms)
             .field("idle_timeout_ms", &self.idle_timeout_ms)
             .field("ws_allowed_origins", &self.ws_allowed_origins)
             .field("outbound_queue_len_max", &self.outbound_queue_len_max)

@@ -58,6 +58,9 @@ pub enum ApiError {
     /// The store could not be reached before anything was written. The detail is for logs only.
     #[error("the service is unavailable; retry later")]
     Unavailable { detail: String },
+    /// This gateway does not hold its lease, so it accepts no WebSocket (chapter 10).
+    #[error("this gateway does not hold its lease; connect to another gateway")]
+    LeaseExpired,
 }
 
 impl ApiError {
@@ -87,6 +90,7 @@ impl ApiError {
             Self::MethodNotAllowed => return None,
             Self::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
             Self::Unavailable { .. } => ErrorCode::Unavailable,
+            Self::LeaseExpired => ErrorCode::LeaseExpired,
         })
     }
 
@@ -221,6 +225,7 @@ mod tests {
                 "UNAVAILABLE",
                 503,
             ),
+            (ApiError::LeaseExpired, "LEASE_EXPIRED", 503),
         ];
         for (err, code, status) in cases {
             assert_eq!(err.code(), code);

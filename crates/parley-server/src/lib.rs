@@ -70,7 +70,7 @@ pub async fn run_metrics(
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` completes, then lets in-flight requests
-/// finish and closes WebSockets with 1001. Every connection runs under the time limits and
+/// finish, closes WebSockets with 1001 and releases the gateway's lease. Every connection runs under the time limits and
 /// caps of `ServerConfig::connections` (see `listener`).
 pub async fn run(
     listener: tokio::net::TcpListener,
@@ -78,6 +78,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let gateway = state.gateway().clone();
+    // The first renewal comes before the first connection, so no route is claimed for a
+    // gateway the store does not know (a reaper would take it at once).
+    gateway.lease().renew(&**state.store(), gateway.id()).await;
     let background = tokio_util::sync::CancellationToken::new();
     gateway.start(
         state.store().clone(),
@@ -99,9 +102,13 @@ pub async fn run(
     let limits = state.config().connections.clone();
     let drain = std::time::Duration::from_millis(SHUTDOWN_DRAIN_MS);
     let open = state.metrics().open("http");
+    let store = state.store().clone();
     listener::serve(listener, app(state), &limits, open, shutdown, drain).await;
     gateway.wait_closed(drain).await;
     background.cancel();
+    // Every connection closed (or the drain's time ran out): the lease and the routes left
+    // are released together, so the routes converge without waiting for the lease to expire.
+    gateway.release_lease(&*store).await;
     Ok(())
 }
 

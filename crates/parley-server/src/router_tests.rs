@@ -216,6 +216,19 @@ impl Store for FakeStore {
         Ok(())
     }
 
+    async fn release_gateway(&self, _: &str) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    async fn reap_routes(&self, _: u32) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    async fn gateway_leases(&self) -> Result<Vec<parley_store::GatewayLease>, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
     async fn claim_route(&self, _: &Route) -> Result<Option<Route>, StoreError> {
         self.touch();
         Err(refused())
@@ -491,8 +504,17 @@ async fn conflicting_cursors_are_refused_before_the_store() {
 #[tokio::test]
 async fn readiness_follows_the_store() {
     let h = harness();
-    let (status, _) = call(&h, Method::GET, "/readyz", None, None).await;
+    // Before the first renewal the gateway holds no lease, so it is not ready.
+    let (status, v) = call(&h, Method::GET, "/readyz", None, None).await;
+    assert_eq!(
+        (status, code(&v)),
+        (StatusCode::SERVICE_UNAVAILABLE, "LEASE_EXPIRED")
+    );
+    let gateway = h.state.gateway();
+    assert!(gateway.lease().renew(&*h.store, gateway.id()).await);
+    let (status, v) = call(&h, Method::GET, "/readyz", None, None).await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!((&v["status"], &v["lease"]), (&json!("ready"), &json!("ok")));
     let h = harness_with(
         FakeStore {
             down: true,
@@ -568,6 +590,7 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("post", "/v1/admin/users"),
     ("post", "/v1/admin/users/{user_id}/devices"),
     ("delete", "/v1/admin/users/{user_id}/devices/{device_id}"),
+    ("get", "/v1/admin/gateways"),
     ("post", "/v1/conversations"),
     ("get", "/v1/conversations"),
     ("get", "/v1/conversations/{conv_id}"),

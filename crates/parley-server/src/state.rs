@@ -40,6 +40,7 @@ impl AppState {
         store.observe(metrics.store_observer());
         let gateway = Arc::new(Gateway::new(
             config.gateway_id.clone(),
+            config.gateway_lease_ms,
             hint_interval,
             metrics.clone(),
         ));

@@ -129,6 +129,17 @@ pub trait Store: Send + Sync + 'static {
     // Realtime support for gateways.
     /// Registers a gateway or renews its lease until now + `lease_ms`.
     async fn renew_gateway(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError>;
+    /// Releases a draining gateway's lease: deletes its row and every route naming it in one
+    /// transaction, and answers how many routes it deleted.
+    async fn release_gateway(&self, gateway_id: &str) -> Result<u64, StoreError>;
+    /// One batch of route convergence (chapter 10): deletes at most `batch_len_max` routes
+    /// whose gateway's lease expired by the store's clock, or whose gateway row is gone, and
+    /// then the expired gateway rows that no longer have routes. Answers how many routes it
+    /// deleted; fewer than `batch_len_max` means none were left. Routes locked by another
+    /// reaper are skipped, never waited for.
+    async fn reap_routes(&self, batch_len_max: u32) -> Result<u64, StoreError>;
+    /// Every registered gateway, by id, with the time left on its lease and its route count.
+    async fn gateway_leases(&self) -> Result<Vec<GatewayLease>, StoreError>;
     /// Points the device's route at a new connection and answers the route it replaced, whose
     /// connection the caller must close (chapter 05).
     async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError>;

@@ -155,6 +155,18 @@ impl<B: Backend> Store for B {
         self.renew_lease(gateway_id, lease_ms).await
     }
 
+    async fn release_gateway(&self, gateway_id: &str) -> Result<u64, StoreError> {
+        self.release_lease(gateway_id).await
+    }
+
+    async fn reap_routes(&self, batch_len_max: u32) -> Result<u64, StoreError> {
+        self.reap_expired(batch_len_max).await
+    }
+
+    async fn gateway_leases(&self) -> Result<Vec<GatewayLease>, StoreError> {
+        self.leases().await
+    }
+
     async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError> {
         route::claim_route(self, route).await
     }

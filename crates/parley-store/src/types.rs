@@ -159,6 +159,16 @@ pub struct Route {
     pub conn_id: String,
 }
 
+/// A registered gateway as the admin listing shows it (chapter 10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayLease {
+    pub gateway_id: String,
+    /// Time left on the lease by the store's clock; negative once it expired.
+    pub lease_expires_in_ms: i64,
+    /// Routes that name the gateway.
+    pub routes: i64,
+}
+
 /// The current members of a conversation as of `head`, with how its events are delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberSnapshot {

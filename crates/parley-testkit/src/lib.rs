@@ -16,7 +16,9 @@ mod server;
 mod sql;
 
 pub use binaries::{example_binary, parley_binary};
-pub use process::{free_addr, wait_ready, ServerProcess, PROCESS_START_WAIT_MS};
+pub use process::{
+    free_addr, wait_ready, GatewayOptions, ProcessBus, ServerProcess, PROCESS_START_WAIT_MS,
+};
 pub use sql::{Column, Sql, SqlArg, WriteLock};
 
 pub use db::{

@@ -1,14 +1,18 @@
 //! A Parley server in a process of its own: `parley serve` on a fresh store of either kind at a
 //! free port of 127.0.0.1, which a test kills with SIGKILL and starts again on the same data and
 //! port, as an operator's supervisor would. [`TestServer`](crate::TestServer) runs in the test's
-//! own process and cannot die that way. [`ServerProcess::start_gateways`] runs several such
-//! processes as gateways of one PostgreSQL database, so a test can kill one while the others
-//! serve.
+//! own process and cannot die that way.
+//!
+//! [`ServerProcess::start_gateways_with`] starts several such processes as gateways on one
+//! PostgreSQL database, joined by a bus between processes (PostgreSQL or NATS), each of which
+//! a test can kill with SIGKILL or stop with SIGTERM ([`ServerProcess::start_gateways`]: on
+//! PostgreSQL's bus with the default lease).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parley_client::{AdminClient, Client};
@@ -51,11 +55,78 @@ pub async fn wait_ready(child: &mut Child, base_url: &str) -> io::Result<()> {
     }
 }
 
+/// Pause between two checks of whether a signalled process exited.
+const EXIT_PROBE_INTERVAL_MS: u64 = 20;
+
 /// Where the process keeps its data; kept as long as the process value, across restarts.
 enum Data {
     /// The embedded store in a temporary directory, removed when the value is dropped.
     Dir(TempDir),
-    Postgres(TestDb),
+    /// A database of its own, or one that gateways share (dropped with the last of them).
+    Postgres(Arc<TestDb>),
+}
+
+/// The bus that joins gateway processes on one database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessBus {
+    /// `--bus postgres`: notifications on the shared database.
+    Postgres,
+    /// `--bus nats --nats-url <url>`.
+    Nats(String),
+}
+
+/// How [`ServerProcess::start_gateways_with`] starts each gateway.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    pub bus: ProcessBus,
+    /// `--gateway-lease-ms`; the server's default when `None`.
+    pub lease_ms: Option<u64>,
+    /// Gateway `i` is named `<prefix>-<i>`. Give each test its own prefix: on a shared NATS
+    /// server, gateways of parallel tests must not share ids.
+    pub gateway_id_prefix: String,
+    /// Further `serve` flags, the same for every gateway.
+    pub extra_args: Vec<String>,
+}
+
+impl GatewayOptions {
+    /// Gateways on `bus`, named `<gateway_id_prefix>-<i>`, with the default lease.
+    pub fn new(bus: ProcessBus, gateway_id_prefix: impl Into<String>) -> Self {
+        Self {
+            bus,
+            lease_ms: None,
+            gateway_id_prefix: gateway_id_prefix.into(),
+            extra_args: Vec::new(),
+        }
+    }
+
+    pub fn with_lease_ms(mut self, lease_ms: u64) -> Self {
+        self.lease_ms = Some(lease_ms);
+        self
+    }
+
+    /// The `serve` flags of gateway `index`.
+    fn args(&self, index: usize) -> Vec<String> {
+        let mut args = vec![
+            "--gateway-id".to_owned(),
+            format!("{}-{index}", self.gateway_id_prefix),
+        ];
+        match &self.bus {
+            ProcessBus::Postgres => args.extend(["--bus".into(), "postgres".into()]),
+            ProcessBus::Nats(url) => {
+                args.extend([
+                    "--bus".into(),
+                    "nats".into(),
+                    "--nats-url".into(),
+                    url.clone(),
+                ]);
+            }
+        }
+        if let Some(ms) = self.lease_ms {
+            args.extend(["--gateway-lease-ms".into(), ms.to_string()]);
+        }
+        args.extend(self.extra_args.iter().cloned());
+        args
+    }
 }
 
 /// `parley serve` (or another executable taking its flags) in a child process.
@@ -66,9 +137,8 @@ pub struct ServerProcess {
     base_url: String,
     admin_token: String,
     admin: AdminClient,
-    /// The gateway id of a process of [`ServerProcess::start_gateways`], which runs with
-    /// `--bus postgres`; `None` for a lone server on the in-process bus.
-    gateway_id: Option<String>,
+    /// `serve` flags besides the listener, the admin token and the store.
+    args: Vec<String>,
     child: Option<Child>,
 }
 
@@ -80,58 +150,72 @@ impl ServerProcess {
     /// When the store cannot be created or the process does not start.
     pub async fn start_on(program: impl Into<PathBuf>, kind: StoreKind) -> ServerProcess {
         let data = match kind {
-            StoreKind::Postgres => Data::Postgres(TestDb::create().await),
+            StoreKind::Postgres => Data::Postgres(Arc::new(TestDb::create().await)),
             StoreKind::Sqlite => Data::Dir(
                 tempfile::tempdir()
                     .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}")),
             ),
         };
-        Self::start_with(program.into(), data, random_admin_token(), None).await
+        let mut server = Self::unstarted(program.into(), data, random_admin_token(), Vec::new());
+        server.start().await;
+        server
     }
 
     /// Starts `count` processes of `program serve` on one fresh PostgreSQL database, each a
-    /// gateway (`--bus postgres`, gateway ids `gw-0`, `gw-1`, …) with its own port, one after
-    /// the other (each applies the schema before it answers). They share one admin token.
+    /// gateway (`--bus postgres`, gateway ids `gw-0`, `gw-1`, …, the default lease) with its
+    /// own port, one after the other. They share one admin token.
     ///
     /// # Panics
     /// When PostgreSQL is unreachable or a process does not start.
     pub async fn start_gateways(program: impl Into<PathBuf>, count: usize) -> Vec<ServerProcess> {
-        let program = program.into();
-        let db = TestDb::create().await;
-        let admin_token = random_admin_token();
-        let mut servers = Vec::with_capacity(count);
-        for node in 0..count {
-            let data = Data::Postgres(db.clone());
-            let gateway_id = Some(format!("gw-{node}"));
-            servers.push(
-                Self::start_with(program.clone(), data, admin_token.clone(), gateway_id).await,
-            );
-        }
-        servers
+        let options = GatewayOptions::new(ProcessBus::Postgres, "gw");
+        Self::start_gateways_with(program, count, &options).await
     }
 
-    async fn start_with(
-        program: PathBuf,
-        data: Data,
-        admin_token: String,
-        gateway_id: Option<String>,
-    ) -> ServerProcess {
+    /// Starts `count` gateways of `program serve` on one fresh PostgreSQL database, with one
+    /// admin token, as `options` says (bus, lease, gateway ids), and waits until each answers.
+    /// The first applies the schema; the others start with `--no-migrate` once it has. The
+    /// database is dropped with the last of them.
+    ///
+    /// # Panics
+    /// When the database cannot be created or a process does not start.
+    pub async fn start_gateways_with(
+        program: impl Into<PathBuf>,
+        count: usize,
+        options: &GatewayOptions,
+    ) -> Vec<ServerProcess> {
+        let program = program.into();
+        let db = Arc::new(TestDb::create().await);
+        let admin_token = random_admin_token();
+        let mut gateways = Vec::with_capacity(count);
+        for index in 0..count {
+            let mut args = options.args(index);
+            if index > 0 {
+                args.push("--no-migrate".into());
+            }
+            let data = Data::Postgres(db.clone());
+            let mut gateway = Self::unstarted(program.clone(), data, admin_token.clone(), args);
+            gateway.start().await;
+            gateways.push(gateway);
+        }
+        gateways
+    }
+
+    fn unstarted(program: PathBuf, data: Data, admin_token: String, args: Vec<String>) -> Self {
         let addr = free_addr().unwrap_or_else(|e| panic!("no free port on 127.0.0.1: {e}"));
         let base_url = format!("http://{addr}");
         let admin = AdminClient::new(&base_url, &admin_token)
             .unwrap_or_else(|e| panic!("cannot build an admin client for {base_url}: {e}"));
-        let mut server = ServerProcess {
+        ServerProcess {
             program,
             data,
             addr,
             base_url,
             admin_token,
             admin,
-            gateway_id,
+            args,
             child: None,
-        };
-        server.start().await;
-        server
+        }
     }
 
     /// `http://127.0.0.1:<port>`; the same across restarts.
@@ -155,7 +239,7 @@ impl ServerProcess {
     /// The PostgreSQL database of a process on PostgreSQL; `None` on the embedded store.
     pub fn db(&self) -> Option<&TestDb> {
         match &self.data {
-            Data::Postgres(db) => Some(db),
+            Data::Postgres(db) => Some(&**db),
             Data::Dir(_) => None,
         }
     }
@@ -207,6 +291,49 @@ impl ServerProcess {
         }
     }
 
+    /// Sends SIGTERM, the signal of an orderly stop (a drain), and returns at once; see
+    /// [`ServerProcess::wait_exit`].
+    ///
+    /// # Panics
+    /// When the process is not running or cannot be signalled.
+    pub fn terminate(&self) {
+        let pid = self
+            .pid()
+            .expect("terminate of a server that is not running");
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run kill: {e}"));
+        assert!(status.success(), "kill -TERM {pid} failed: {status}");
+    }
+
+    /// Waits at most `wait` for the process to exit and reaps it; `None` when it still runs
+    /// (it is left running).
+    ///
+    /// # Panics
+    /// When the process is not running or its status cannot be read.
+    pub async fn wait_exit(&mut self, wait: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let child = self
+                .child
+                .as_mut()
+                .expect("wait_exit of a server that is not running");
+            let exited = child
+                .try_wait()
+                .unwrap_or_else(|e| panic!("cannot read the server's status: {e}"));
+            if let Some(status) = exited {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(EXIT_PROBE_INTERVAL_MS)).await;
+        }
+    }
+
     /// Starts the process again on the same data and port, and waits until it answers.
     ///
     /// # Panics
@@ -224,6 +351,7 @@ impl ServerProcess {
             .arg(self.addr.to_string())
             .arg("--admin-token")
             .arg(&self.admin_token)
+            .args(&self.args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null());
@@ -231,13 +359,6 @@ impl ServerProcess {
             Data::Dir(dir) => command.arg("--data-dir").arg(dir.path()),
             Data::Postgres(db) => command.arg("--database-url").arg(db.url()),
         };
-        if let Some(gateway_id) = &self.gateway_id {
-            command
-                .arg("--bus")
-                .arg("postgres")
-                .arg("--gateway-id")
-                .arg(gateway_id);
-        }
         let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));

@@ -209,7 +209,26 @@ impl Sql {
     }
 }
 
-/// A lock held by [`Sql::hold_write_lock`]; dropping it releases it too.
+impl Sql {
+    /// Holds a lock that every gateway lease renewal needs until [`WriteLock::release`]: the
+    /// `gateways` table's in PostgreSQL (reads go on), the database's write lock in SQLite.
+    /// Renewals wait, and so time out, meanwhile.
+    pub async fn hold_lease_lock(&self) -> Result<WriteLock, sqlx::Error> {
+        match self {
+            Self::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query("LOCK TABLE gateways IN EXCLUSIVE MODE")
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(WriteLock::Postgres(tx))
+            }
+            Self::Sqlite(pool) => Ok(WriteLock::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?)),
+        }
+    }
+}
+
+/// A lock held by [`Sql::hold_write_lock`] or [`Sql::hold_lease_lock`]; dropping it releases
+/// it too.
 pub enum WriteLock {
     Postgres(Transaction<'static, Postgres>),
     Sqlite(Transaction<'static, Sqlite>),

@@ -76,6 +76,10 @@ error_codes! {
     OutcomeUnknown = OUTCOME_UNKNOWN, 503;
     /// The store was unreachable before anything was written.
     Unavailable = UNAVAILABLE, 503;
+    /// A WebSocket upgrade at a gateway that does not hold its lease (chapter 10): it claims
+    /// no route until a renewal succeeds, so the client connects to another gateway. Beyond
+    /// SPEC §6's table, at its 503 rank.
+    LeaseExpired = LEASE_EXPIRED, 503;
 }
 
 impl ErrorCode {
@@ -142,8 +146,8 @@ mod tests {
     use super::*;
 
     /// SPEC §6's table, written out by hand so that a changed row in the macro's table fails,
-    /// with the one code added beside it (415).
-    const SPEC_TABLE: [(&str, u16); 17] = [
+    /// with the codes added beside it (415, and the gateway's `LEASE_EXPIRED`).
+    const SPEC_TABLE: [(&str, u16); 18] = [
         ("BAD_REQUEST", 400),
         ("UNSUPPORTED_MEDIA_TYPE", 415),
         ("BODY_TOO_LARGE", 413),
@@ -161,6 +165,7 @@ mod tests {
         ("RATE_LIMITED", 429),
         ("OUTCOME_UNKNOWN", 503),
         ("UNAVAILABLE", 503),
+        ("LEASE_EXPIRED", 503),
     ];
 
     #[test]
@@ -196,6 +201,7 @@ mod tests {
             code::RATE_LIMITED,
             code::OUTCOME_UNKNOWN,
             code::UNAVAILABLE,
+            code::LEASE_EXPIRED,
         ];
         let names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
         assert_eq!(names, constants);

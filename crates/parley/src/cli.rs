@@ -18,9 +18,10 @@ pub const DATA_DIR_DEFAULT: &str = "./parley-data";
 pub const POOL_SIZE_DEFAULT: u32 = 16;
 pub use parley_server::config::{
     BODY_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
-    HEADER_TIMEOUT_MS_DEFAULT, HINT_INTERVAL_MS_DEFAULT, HINT_INTERVAL_MS_MAX,
-    KEEPALIVE_IDLE_MS_DEFAULT, PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT,
-    WRITE_STALL_TIMEOUT_MS_DEFAULT, WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
+    GATEWAY_LEASE_MS_DEFAULT, GATEWAY_LEASE_MS_MIN, HEADER_TIMEOUT_MS_DEFAULT,
+    HINT_INTERVAL_MS_DEFAULT, HINT_INTERVAL_MS_MAX, KEEPALIVE_IDLE_MS_DEFAULT,
+    PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT, WRITE_STALL_TIMEOUT_MS_DEFAULT,
+    WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
 };
 /// Default time a silent WebSocket connection is kept open.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
@@ -124,6 +125,11 @@ pub struct ServeArgs {
     /// Name of this gateway among several.
     #[arg(long, env = "PARLEY_GATEWAY_ID")]
     pub gateway_id: Option<String>,
+
+    /// Length of this gateway's lease (at least 300), renewed every third of it; the routes
+    /// of a crashed gateway are reaped within two lease lengths.
+    #[arg(long, env = "PARLEY_GATEWAY_LEASE_MS", default_value_t = GATEWAY_LEASE_MS_DEFAULT)]
+    pub gateway_lease_ms: u64,
 
     /// How committed events reach other gateways.
     #[arg(long, env = "PARLEY_BUS", value_enum, default_value_t = BusKind::Local)]
@@ -266,6 +272,7 @@ mod tests {
         assert_eq!(args.connections_max, 10_000);
         assert_eq!(args.connections_per_address_max, 1_000);
         assert_eq!(args.bus, BusKind::Local);
+        assert_eq!(args.gateway_lease_ms, 10_000);
         assert!(!args.no_migrate);
         assert_eq!(args.rate_limit_per_s, None);
         assert!(args.ws_allowed_origins.is_empty());

@@ -21,7 +21,7 @@ use parley_store::sqlite::SqliteStore;
 use parley_store::Store;
 use tokio::net::TcpListener;
 
-use crate::cli::{BusKind, ServeArgs, HINT_INTERVAL_MS_MAX};
+use crate::cli::{BusKind, ServeArgs, GATEWAY_LEASE_MS_MIN, HINT_INTERVAL_MS_MAX};
 use crate::data_dir::{self, TokenSource};
 use crate::shutdown::shutdown_signal;
 use parley_bus::nats::NATS_URL_DEFAULT;
@@ -241,6 +241,9 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
     if !(1..=HINT_INTERVAL_MS_MAX).contains(&args.hint_interval_ms) {
         bail!("--hint-interval-ms must be between 1 and {HINT_INTERVAL_MS_MAX} (SPEC §8)");
     }
+    if args.gateway_lease_ms < GATEWAY_LEASE_MS_MIN {
+        bail!("--gateway-lease-ms must be at least {GATEWAY_LEASE_MS_MIN}");
+    }
     check_allow_list(&args.ws_allowed_origins)
         .context("--ws-allowed-origin (PARLEY_WS_ALLOWED_ORIGINS)")?;
     let connections = connection_limits(args)?;
@@ -255,6 +258,7 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
         retention_ms: args.retention_ms,
         // One id names this node in the gateways and routes tables.
         gateway_id: args.gateway_id.clone().unwrap_or_else(generated_gateway_id),
+        gateway_lease_ms: args.gateway_lease_ms,
         idle_timeout_ms: args.idle_timeout_ms,
         purge_interval_ms: args.purge_interval_ms,
         tombstone_ttl_ms: args.tombstone_ttl_ms,
@@ -364,6 +368,7 @@ mod tests {
             (500, 3_600_000, 250)
         );
         for bad in [
+            ["--gateway-lease-ms", "299"],
             ["--hint-interval-ms", "251"],
             ["--hint-interval-ms", "0"],
             ["--purge-interval-ms", "0"],
@@ -376,6 +381,9 @@ mod tests {
         }
         let args = serve_args(&["--purge-interval-ms", "5", "--tombstone-ttl-ms", "9"]);
         assert!(not_yet_in_effect(&args).is_empty());
+        let lease = server_config(&serve_args(&["--gateway-lease-ms", "300"]), "t0ken".into())
+            .expect("the shortest lease");
+        assert_eq!(lease.gateway_lease_ms, 300);
     }
 
     #[test]

@@ -6,26 +6,24 @@ pub mod fanout;
 pub mod frames;
 pub mod hints;
 pub mod hub;
+pub mod lease;
 pub mod notices;
 pub mod origin;
 pub mod socket;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use parley_bus::EventBus;
 use parley_store::Store;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::{task_tracker::TaskTrackerToken, TaskTracker};
 
 use crate::metrics::Metrics;
 use hints::Hints;
 use hub::{CloseReason, Hub};
-
-/// How long a gateway's lease lasts; routes of a gateway whose lease ran out may be reaped.
-pub const GATEWAY_LEASE_MS: i64 = 30_000;
-/// How often the lease is renewed: well inside its length, so one failed renewal is harmless.
-const GATEWAY_LEASE_RENEW_MS: u64 = 10_000;
+use lease::Lease;
 
 pub struct Gateway {
     id: String,
@@ -33,19 +31,30 @@ pub struct Gateway {
     hub: Arc<Hub>,
     hints: Arc<Hints>,
     connections: TaskTracker,
+    lease: Arc<Lease>,
+    /// The renewal and reaper loop, stopped and awaited before the lease is released so no
+    /// renewal can bring the row back after it.
+    lease_task: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
 }
 
 impl Gateway {
-    /// A gateway named `id` whose pull hints are coalesced over `hint_interval`, counting
-    /// into `metrics`.
-    pub fn new(id: String, hint_interval: Duration, metrics: Arc<Metrics>) -> Self {
+    /// A gateway named `id` with a lease of `lease_ms`, whose pull hints are coalesced over
+    /// `hint_interval`, counting into `metrics`.
+    pub fn new(id: String, lease_ms: u64, hint_interval: Duration, metrics: Arc<Metrics>) -> Self {
         Self {
             id,
             hub: Arc::new(Hub::default()),
             hints: Arc::new(Hints::new(hint_interval, metrics.hints.clone())),
             metrics,
             connections: TaskTracker::new(),
+            lease: Arc::new(Lease::new(lease_ms)),
+            lease_task: Mutex::new(None),
         }
+    }
+
+    /// This gateway's lease in the store.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
     }
 
     pub fn id(&self) -> &str {
@@ -61,8 +70,8 @@ impl Gateway {
         (!self.connections.is_closed()).then(|| self.connections.token())
     }
 
-    /// Starts the fanout, the hint flusher and the lease renewal; all stop when `stop` is
-    /// cancelled.
+    /// Starts the fanout, the hint flusher and the lease loop (renewal and reaper); the first
+    /// two stop when `stop` is cancelled, the lease loop when the lease is released.
     pub fn start(&self, store: Arc<dyn Store>, bus: Arc<dyn EventBus>, stop: CancellationToken) {
         let fanout = fanout::Fanout::new(
             self.id.clone(),
@@ -72,21 +81,35 @@ impl Gateway {
             self.metrics.pushes.clone(),
         );
         tokio::spawn(fanout.run(bus.subscribe(), stop.clone()));
-        tokio::spawn(self.hints.clone().run(stop.clone()));
-        let id = self.id.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_millis(GATEWAY_LEASE_RENEW_MS));
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = every.tick() => {
-                        if let Err(e) = store.renew_gateway(&id, GATEWAY_LEASE_MS).await {
-                            tracing::warn!(error = %e, "gateway lease renewal failed");
-                        }
-                    }
-                }
+        tokio::spawn(self.hints.clone().run(stop));
+        let lease_stop = CancellationToken::new();
+        let task = tokio::spawn(self.lease.clone().run(
+            store,
+            self.id.clone(),
+            self.metrics.clone(),
+            lease_stop.clone(),
+        ));
+        *self
+            .lease_task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((lease_stop, task));
+    }
+
+    /// The last step of a drain: stops the lease loop, then deletes this gateway's row and its
+    /// remaining routes, so other gateways need not wait for the lease to expire.
+    pub async fn release_lease(&self, store: &dyn Store) {
+        let task = self
+            .lease_task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((stop, task)) = task {
+            stop.cancel();
+            if let Err(e) = task.await {
+                tracing::warn!(error = %e, "the lease task failed");
             }
-        });
+        }
+        self.lease.release(store, &self.id).await;
     }
 
     /// Refuses new connections and asks every open one to close with 1001 once its in-flight

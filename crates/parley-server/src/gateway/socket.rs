@@ -64,7 +64,8 @@ const LOGGED_REQ_ID_CHARS_MAX: usize = 64;
         (status = 403, description = "`FORBIDDEN`: a browser `Origin` that is not allowed.",
             body = parley_wire::ErrorBody),
         (status = 503, description = "`UNAVAILABLE`: the store did not answer, or the handshake \
-            took too long.", body = parley_wire::ErrorBody),
+            took too long. `LEASE_EXPIRED`: this gateway does not hold its lease (its renewals \
+            failed); connect to another gateway.", body = parley_wire::ErrorBody),
     )
 )]
 pub async fn upgrade(
@@ -92,6 +93,11 @@ async fn accept(
     query: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
+    // A gateway without its lease claims no route: any live gateway may reap its routes.
+    // Checked first, so a refused client costs no store read.
+    if !state.gateway().lease().is_held() {
+        return Err(ApiError::LeaseExpired);
+    }
     // The token comes from the header, or for browsers from `access_token` (never logged).
     let from_query = query
         .ok()

@@ -56,6 +56,8 @@ pub struct Metrics {
     pub route_claims: Counter,
     /// Route claims that displaced an older connection of the same device, on any gateway.
     pub route_kicks: Counter,
+    /// Routes of expired gateways deleted by this gateway's reaper.
+    pub routes_reaped: Counter,
     /// Runs of the retention job.
     pub purge_runs: Counter,
     /// Events deleted by the retention purge.
@@ -95,6 +97,7 @@ impl Metrics {
             open_connections: Family::default(),
             route_claims: Counter::default(),
             route_kicks: Counter::default(),
+            routes_reaped: Counter::default(),
             purge_runs: Counter::default(),
             purge_events_deleted: Counter::default(),
             purge_tombstones_written: Counter::default(),
@@ -151,6 +154,11 @@ impl Metrics {
             "parley_route_kicks",
             "Route claims that displaced an older connection of the device",
             self.route_kicks.clone(),
+        );
+        r.register(
+            "parley_routes_reaped",
+            "Routes of expired gateways deleted by this gateway's reaper",
+            self.routes_reaped.clone(),
         );
         r.register(
             "parley_purge_runs",

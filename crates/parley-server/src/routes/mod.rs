@@ -3,6 +3,7 @@
 mod admin;
 mod conversations;
 mod events;
+mod gateways;
 mod health;
 mod me;
 mod members;
@@ -30,6 +31,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::create_user))
         .routes(routes!(admin::issue_device))
         .routes(routes!(admin::revoke_device))
+        .routes(routes!(gateways::list))
         .routes(routes!(conversations::create, conversations::list))
         .routes(routes!(conversations::get_one))
         .routes(routes!(members::add))

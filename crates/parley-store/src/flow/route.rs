@@ -8,7 +8,7 @@ use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::query::Arg;
 use crate::rows;
-use crate::types::Route;
+use crate::types::{GatewayLease, Route};
 
 /// The gateways' own statements, each on its own.
 pub(crate) trait Gateways {
@@ -16,6 +16,14 @@ pub(crate) trait Gateways {
     fn delete_route(&self, device: (&UserId, &DeviceId), conn_id: &str) -> impl StoreFuture<bool>;
     /// Registers a gateway or renews its lease until now + `lease_ms`.
     fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> impl StoreFuture<()>;
+    /// Deletes the gateway's row and every route naming it, together; answers how many routes.
+    fn release_lease(&self, gateway_id: &str) -> impl StoreFuture<u64>;
+    /// Deletes at most `batch_len_max` routes whose gateway's lease expired or whose gateway
+    /// row is gone, then the expired gateway rows left without routes; answers how many
+    /// routes. Rows another reaper holds are skipped, never waited for.
+    fn reap_expired(&self, batch_len_max: u32) -> impl StoreFuture<u64>;
+    /// Every registered gateway with its lease's remaining time and its route count, by id.
+    fn leases(&self) -> impl StoreFuture<Vec<GatewayLease>>;
 }
 
 pub(crate) trait RouteTx: WriteTx {

@@ -6,7 +6,7 @@ use super::{PgStore, PgTx};
 use crate::error::StoreError;
 use crate::flow::route::{Gateways, RouteTx};
 use crate::sql;
-use crate::types::Route;
+use crate::types::{GatewayLease, Route};
 
 impl Gateways for PgStore {
     /// One statement on the pool.
@@ -29,7 +29,87 @@ impl Gateways for PgStore {
         .await?;
         Ok(())
     }
+
+    /// One statement: both deletes see the same snapshot and commit together.
+    async fn release_lease(&self, gateway_id: &str) -> Result<u64, StoreError> {
+        let released: i64 = sqlx::query_scalar(RELEASE_LEASE_SQL)
+            .bind(gateway_id)
+            .fetch_one(&mut *self.pool.acquire().await?)
+            .await?;
+        Ok(u64::try_from(released).unwrap_or(0))
+    }
+
+    /// Two statements on one connection, each its own transaction: the batch of routes, then
+    /// the gateway rows it left empty (a route deleted by the first statement is still visible
+    /// to a second part of the same statement, so they cannot be one).
+    async fn reap_expired(&self, batch_len_max: u32) -> Result<u64, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let reaped: i64 = sqlx::query_scalar(REAP_ROUTES_SQL)
+            .bind(i64::from(batch_len_max))
+            .fetch_one(&mut *conn)
+            .await?;
+        sqlx::query(REAP_GATEWAYS_SQL)
+            .bind(i64::from(batch_len_max))
+            .execute(&mut *conn)
+            .await?;
+        Ok(u64::try_from(reaped).unwrap_or(0))
+    }
+
+    async fn leases(&self) -> Result<Vec<GatewayLease>, StoreError> {
+        let found: Vec<(String, i64, i64)> = sqlx::query_as(LEASES_SQL)
+            .fetch_all(&mut *self.pool.acquire().await?)
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(|(gateway_id, lease_expires_in_ms, routes)| GatewayLease {
+                gateway_id,
+                lease_expires_in_ms,
+                routes,
+            })
+            .collect())
+    }
 }
+
+/// `$1` the gateway: deletes its routes and its row, answers how many routes.
+const RELEASE_LEASE_SQL: &str = "WITH released AS (
+       DELETE FROM routes WHERE gateway_id = $1 RETURNING 1
+     ), unregistered AS (
+       DELETE FROM gateways WHERE gateway_id = $1
+     )
+     SELECT count(*) FROM released";
+
+/// `$1` the batch length. The routes of expired or unregistered gateways are locked in the CTE
+/// with `SKIP LOCKED`, so reapers on several gateways take disjoint batches and never wait on
+/// one another or on a claim in progress; the delete checks the gateway again, so a route that
+/// a live gateway claimed meanwhile is kept.
+const REAP_ROUTES_SQL: &str = "WITH doomed AS (
+       SELECT r.user_id, r.device_id, r.gateway_id
+       FROM routes r LEFT JOIN gateways g ON g.gateway_id = r.gateway_id
+       WHERE g.gateway_id IS NULL OR g.lease_until < now()
+       LIMIT $1
+       FOR UPDATE OF r SKIP LOCKED
+     ), reaped AS (
+       DELETE FROM routes r USING doomed d
+       WHERE r.user_id = d.user_id AND r.device_id = d.device_id AND r.gateway_id = d.gateway_id
+       RETURNING 1
+     )
+     SELECT count(*) FROM reaped";
+
+/// `$1` the batch length: expired gateway rows without routes.
+const REAP_GATEWAYS_SQL: &str = "WITH idle AS (
+       SELECT g.gateway_id FROM gateways g
+       WHERE g.lease_until < now()
+         AND NOT EXISTS (SELECT 1 FROM routes r WHERE r.gateway_id = g.gateway_id)
+       LIMIT $1
+       FOR UPDATE SKIP LOCKED
+     )
+     DELETE FROM gateways g USING idle WHERE g.gateway_id = idle.gateway_id";
+
+/// Every gateway with its lease's remaining milliseconds (negative once expired) and routes.
+const LEASES_SQL: &str = "SELECT g.gateway_id,
+            (floor(extract(epoch FROM g.lease_until - now()) * 1000))::bigint,
+            (SELECT count(*) FROM routes r WHERE r.gateway_id = g.gateway_id)
+     FROM gateways g ORDER BY g.gateway_id COLLATE \"C\"";
 
 impl RouteTx for PgTx<'_> {
     const ROUTE_OF_SQL: &'static str =

@@ -3,13 +3,13 @@
 use chrono::Duration;
 use parley_domain::{DeviceId, UserId};
 
-use super::rows::{now, ts};
+use super::rows::{now, parse_ts, ts};
 use super::{SqliteStore, Tx};
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::route::{Gateways, RouteTx};
 use crate::sql;
-use crate::types::Route;
+use crate::types::{GatewayLease, Route};
 
 impl Gateways for SqliteStore {
     /// In its own write transaction.
@@ -39,7 +39,78 @@ impl Gateways for SqliteStore {
         .await?;
         Ok(())
     }
+
+    /// In one write transaction.
+    async fn release_lease(&self, gateway_id: &str) -> Result<u64, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let released = sqlx::query("DELETE FROM routes WHERE gateway_id = $1")
+            .bind(gateway_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query("DELETE FROM gateways WHERE gateway_id = $1")
+            .bind(gateway_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(released)
+    }
+
+    /// In one write transaction: with one writer there is no other reaper to skip.
+    async fn reap_expired(&self, batch_len_max: u32) -> Result<u64, StoreError> {
+        let at = ts(now());
+        let mut tx = self.begin_write().await?;
+        let reaped = sqlx::query(REAP_ROUTES_SQL)
+            .bind(&at)
+            .bind(i64::from(batch_len_max))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query(REAP_GATEWAYS_SQL)
+            .bind(&at)
+            .bind(i64::from(batch_len_max))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(reaped)
+    }
+
+    async fn leases(&self) -> Result<Vec<GatewayLease>, StoreError> {
+        let at = now();
+        let mut tx = self.begin_read().await?;
+        let found: Vec<(String, String, i64)> =
+            sqlx::query_as(LEASES_SQL).fetch_all(&mut *tx).await?;
+        found
+            .into_iter()
+            .map(|(gateway_id, lease_until, routes)| {
+                let left = parse_ts(&lease_until)? - at;
+                Ok(GatewayLease {
+                    gateway_id,
+                    lease_expires_in_ms: left.num_milliseconds(),
+                    routes,
+                })
+            })
+            .collect()
+    }
 }
+
+/// `$1` now, `$2` the batch length: routes of expired or unregistered gateways.
+const REAP_ROUTES_SQL: &str = "DELETE FROM routes WHERE rowid IN (
+       SELECT r.rowid FROM routes r LEFT JOIN gateways g ON g.gateway_id = r.gateway_id
+       WHERE g.gateway_id IS NULL OR g.lease_until < $1
+       LIMIT $2)";
+
+/// `$1` now, `$2` the batch length: expired gateway rows without routes.
+const REAP_GATEWAYS_SQL: &str = "DELETE FROM gateways WHERE gateway_id IN (
+       SELECT g.gateway_id FROM gateways g
+       WHERE g.lease_until < $1
+         AND NOT EXISTS (SELECT 1 FROM routes r WHERE r.gateway_id = g.gateway_id)
+       LIMIT $2)";
+
+/// Every gateway with its lease's end and its route count.
+const LEASES_SQL: &str = "SELECT g.gateway_id, g.lease_until,
+            (SELECT count(*) FROM routes r WHERE r.gateway_id = g.gateway_id)
+     FROM gateways g ORDER BY g.gateway_id";
 
 impl RouteTx for Tx<'_> {
     /// The write lock is held already, so the row stays as read.

@@ -350,3 +350,23 @@ async fn check_04_two_nodes_replay_one_row_and_gapless() -> Result<()> {
     ensure!(rows == 203, "rows: {rows}");
     Ok(())
 }
+
+#[tokio::test]
+async fn check_10_expired_routes_are_reaped_in_batches() -> Result<()> {
+    contract::gateway_leases::expired_routes_are_reaped_in_batches(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_10_renewed_lease_keeps_its_routes() -> Result<()> {
+    contract::gateway_leases::renewed_lease_keeps_its_routes(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_10_released_gateway_leaves_nothing() -> Result<()> {
+    contract::gateway_leases::released_gateway_leaves_nothing(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_10_gateway_listing_is_sorted() -> Result<()> {
+    contract::gateway_leases::gateway_listing_is_sorted(&*store().await).await
+}

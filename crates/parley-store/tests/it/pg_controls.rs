@@ -306,3 +306,44 @@ fn collect_scans(node: &serde_json::Value, out: &mut Vec<(String, String, String
         }
     }
 }
+
+/// Route convergence on PostgreSQL: a route whose row another transaction holds is skipped by
+/// the reaper (`SKIP LOCKED`), which neither waits for it nor deletes it; the next batch after
+/// the lock is gone takes it. Without `SKIP LOCKED` the first call would wait for the lock and
+/// run into the timeout.
+#[tokio::test]
+async fn check_10_reaper_skips_locked_routes() -> Result<()> {
+    use parley_domain::{DeviceId, UserId};
+    use parley_store::{Route, Store};
+
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    store.renew_gateway("gw-dead", -1_000).await?;
+    for user in ["u0", "u1", "u2"] {
+        let route = Route {
+            user_id: UserId::parse(user)?,
+            device_id: DeviceId::parse("d1")?,
+            gateway_id: "gw-dead".into(),
+            conn_id: format!("c-{user}"),
+        };
+        store.claim_route(&route).await?;
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(db.url())
+        .await?;
+    let mut holder = pool.begin().await?;
+    sqlx::query("SELECT 1 FROM routes WHERE user_id = 'u0' FOR UPDATE")
+        .execute(&mut *holder)
+        .await?;
+    let reaped =
+        tokio::time::timeout(std::time::Duration::from_secs(5), store.reap_routes(10)).await??;
+    ensure!(reaped == 2, "the two unlocked routes, not {reaped}");
+    holder.rollback().await?;
+    ensure!(store.reap_routes(10).await? == 1, "the released route");
+    ensure!(
+        store.gateway_leases().await?.is_empty(),
+        "the expired gateway row is gone with its last route"
+    );
+    Ok(())
+}

@@ -208,3 +208,27 @@ async fn check_04_concurrent_sends_to_many_conversations() -> Result<()> {
     contract::concurrent_sends_to_many_conversations(store).await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn check_10_expired_routes_are_reaped_in_batches() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::gateway_leases::expired_routes_are_reaped_in_batches(&*store).await
+}
+
+#[tokio::test]
+async fn check_10_renewed_lease_keeps_its_routes() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::gateway_leases::renewed_lease_keeps_its_routes(&*store).await
+}
+
+#[tokio::test]
+async fn check_10_released_gateway_leaves_nothing() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::gateway_leases::released_gateway_leaves_nothing(&*store).await
+}
+
+#[tokio::test]
+async fn check_10_gateway_listing_is_sorted() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::gateway_leases::gateway_listing_is_sorted(&*store).await
+}

@@ -13,6 +13,16 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// What [`Ws::next_or_close`] read.
+#[derive(Debug)]
+pub enum Next {
+    Frame(Value),
+    /// The server closed with this code; 1006 when the connection ended without a close frame.
+    Closed(u16),
+    /// Nothing within the wait.
+    Quiet,
+}
+
 pub struct Ws {
     inner: WebSocketStream<MaybeTlsStream<TcpStream>>,
 }
@@ -57,6 +67,25 @@ impl Ws {
             match msg {
                 Message::Text(t) => return Ok(Some(serde_json::from_str(t.as_str())?)),
                 Message::Close(c) => bail!("closed: {c:?}"),
+                _ => continue,
+            }
+        }
+    }
+
+    /// The next JSON frame within `wait`, or how the connection ended: for a client that
+    /// moves on to another gateway when its connection ends, whatever the reason.
+    pub async fn next_or_close(&mut self, wait: Duration) -> Result<Next> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let msg = match tokio::time::timeout_at(deadline, self.inner.next()).await {
+                Err(_) => return Ok(Next::Quiet),
+                Ok(None) | Ok(Some(Err(_))) => return Ok(Next::Closed(1006)),
+                Ok(Some(Ok(m))) => m,
+            };
+            match msg {
+                Message::Text(t) => return Ok(Next::Frame(serde_json::from_str(t.as_str())?)),
+                Message::Close(Some(frame)) => return Ok(Next::Closed(u16::from(frame.code))),
+                Message::Close(None) => return Ok(Next::Closed(u16::from(CloseCode::Status))),
                 _ => continue,
             }
         }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod gateway_leases;
+
 use std::sync::Arc;
 
 use anyhow::{ensure, Context, Result};

@@ -1,0 +1,232 @@
+//! The gateway's lease in the store and route convergence (chapter 10).
+//!
+//! A gateway holds a lease in `gateways`, renewed every third of its length, so one late or
+//! failed renewal never lets it lapse. The gateway judges its own lease by its own clock: the
+//! lease is held while the last renewal succeeded and less than one lease length passed since
+//! that renewal was *sent*. The store computes the lease's end from its own clock when the
+//! renewal arrives, so the gateway's view always ends first; a gateway that stopped holding
+//! its lease claims no route, because any live gateway may reap its routes from then on.
+//!
+//! On each tick, a gateway that holds its lease also reaps: it deletes the routes of gateways
+//! whose lease expired (or whose row is gone), in batches of `REAP_BATCH_LEN_MAX`, until a
+//! batch comes back short or `REAP_BATCHES_PER_TICK_MAX` batches ran. A crashed gateway's
+//! lease ends at most one lease length after its last renewal, and the next tick of any live
+//! gateway comes at most a third of one later, so its routes are gone within two lease
+//! lengths of the crash.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use parley_store::Store;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// Default lease length: a crashed gateway's routes converge within two of it.
+pub const GATEWAY_LEASE_MS_DEFAULT: u64 = 10_000;
+/// Shortest lease accepted: a renewal every 100 ms still leaves a round trip to the store
+/// well inside one third. Tests use leases this short to see convergence quickly.
+pub const GATEWAY_LEASE_MS_MIN: u64 = 300;
+/// Renewals per lease length: two of them may fail before the lease lapses.
+const RENEWALS_PER_LEASE: u64 = 3;
+/// Routes deleted per store call of the reaper: the longest it holds row locks.
+pub const REAP_BATCH_LEN_MAX: u32 = 500;
+/// Batches per tick; what remains waits for the next tick (or another gateway's).
+const REAP_BATCHES_PER_TICK_MAX: u32 = 20;
+
+/// This gateway's lease as the gateway itself sees it.
+pub struct Lease {
+    lease: Duration,
+    /// When the last successful renewal was sent; `None` before the first, and after a
+    /// renewal failed.
+    renewed_at: Mutex<Option<Instant>>,
+    /// Set once shutdown released the lease; a released lease is never renewed again.
+    released: AtomicBool,
+}
+
+/// Whether the gateway holds its lease, as `/readyz` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    Ok,
+    Expired,
+}
+
+impl LeaseState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+impl Lease {
+    /// A lease of `lease_ms` (at least `GATEWAY_LEASE_MS_MIN`), not held until renewed.
+    pub fn new(lease_ms: u64) -> Self {
+        Self {
+            lease: Duration::from_millis(lease_ms.max(GATEWAY_LEASE_MS_MIN)),
+            renewed_at: Mutex::new(None),
+            released: AtomicBool::new(false),
+        }
+    }
+
+    /// The lease's length.
+    pub fn length(&self) -> Duration {
+        self.lease
+    }
+
+    /// Held while the last renewal succeeded and, by this gateway's clock, less than one
+    /// lease length passed since it was sent.
+    pub fn state(&self) -> LeaseState {
+        let renewed_at = *self
+            .renewed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match renewed_at {
+            Some(at) if at.elapsed() < self.lease => LeaseState::Ok,
+            _ => LeaseState::Expired,
+        }
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.state() == LeaseState::Ok
+    }
+
+    /// Renews the lease in the store, waiting at most one renewal interval. True when it
+    /// succeeded.
+    pub async fn renew(&self, store: &dyn Store, gateway_id: &str) -> bool {
+        if self.released.load(Ordering::Acquire) {
+            return false;
+        }
+        let sent = Instant::now();
+        let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
+        let renewed = tokio::time::timeout(
+            self.renew_interval(),
+            store.renew_gateway(gateway_id, lease_ms),
+        )
+        .await;
+        let ok = match renewed {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "gateway lease renewal failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("gateway lease renewal took longer than its interval");
+                false
+            }
+        };
+        let mut renewed_at = self
+            .renewed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let was_held = renewed_at.is_some_and(|at| at.elapsed() < self.lease);
+        *renewed_at = ok.then_some(sent);
+        if was_held && !ok {
+            tracing::warn!("gateway lease not held: new connections are refused until renewed");
+        } else if !was_held && ok {
+            tracing::info!("gateway lease held");
+        }
+        ok
+    }
+
+    /// Deletes the gateway's row and routes; the lease is never renewed again.
+    pub async fn release(&self, store: &dyn Store, gateway_id: &str) {
+        self.released.store(true, Ordering::Release);
+        *self
+            .renewed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        match store.release_gateway(gateway_id).await {
+            Ok(routes) => tracing::info!(routes, "gateway lease released"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "gateway lease release failed; its routes are reaped once the lease expires"
+            ),
+        }
+    }
+
+    fn renew_interval(&self) -> Duration {
+        self.lease / RENEWALS_PER_LEASE as u32
+    }
+
+    /// Renews the lease and, while it is held, reaps expired routes, every third of the lease
+    /// until `stop`. The first tick is immediate.
+    pub async fn run(
+        self: Arc<Self>,
+        store: Arc<dyn Store>,
+        gateway_id: String,
+        metrics: Arc<Metrics>,
+        stop: CancellationToken,
+    ) {
+        let mut every = tokio::time::interval(self.renew_interval());
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            let ticked = async {
+                if self.renew(&*store, &gateway_id).await {
+                    reap(&*store, &metrics).await;
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = ticked => {}
+            }
+        }
+    }
+}
+
+/// One tick of route convergence: batches until one comes back short, at most
+/// `REAP_BATCHES_PER_TICK_MAX`.
+async fn reap(store: &dyn Store, metrics: &Metrics) {
+    for _ in 0..REAP_BATCHES_PER_TICK_MAX {
+        match store.reap_routes(REAP_BATCH_LEN_MAX).await {
+            Ok(reaped) => {
+                metrics.routes_reaped.inc_by(reaped);
+                if reaped > 0 {
+                    tracing::info!(routes = reaped, "reaped routes of expired gateways");
+                }
+                if reaped < u64::from(REAP_BATCH_LEN_MAX) {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "route reaping failed");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_lapses_by_its_own_clock() {
+        let lease = Lease::new(1_000);
+        assert_eq!(lease.state(), LeaseState::Expired, "held before renewed");
+        *lease.renewed_at.lock().unwrap() = Some(Instant::now());
+        assert_eq!(lease.state(), LeaseState::Ok);
+        tokio::time::advance(Duration::from_millis(999)).await;
+        assert_eq!(lease.state(), LeaseState::Ok);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(lease.state(), LeaseState::Expired);
+    }
+
+    #[test]
+    fn short_leases_are_raised_to_the_minimum_and_renewed_thrice() {
+        let lease = Lease::new(10);
+        assert_eq!(lease.length(), Duration::from_millis(GATEWAY_LEASE_MS_MIN));
+        assert_eq!(lease.renew_interval(), Duration::from_millis(100));
+        assert_eq!(
+            Lease::new(GATEWAY_LEASE_MS_DEFAULT).renew_interval(),
+            Duration::from_millis(GATEWAY_LEASE_MS_DEFAULT) / 3
+        );
+    }
+}
