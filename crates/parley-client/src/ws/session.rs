@@ -64,11 +64,31 @@ impl Realtime {
     /// here, so a bad token (401) or an unreachable server is an error now rather than a silent
     /// retry loop.
     pub async fn connect(client: &Client, options: RealtimeOptions) -> Result<Self, ClientError> {
+        Self::connect_tracking(client, options, &[]).await
+    }
+
+    /// [`Realtime::connect`] with `tracked` conversations, each `(conv_id, epoch, cursor)` as
+    /// in [`RealtimeHandle::track`], tracked before the first frame is read. A device that
+    /// moves to another server with the cursors of its old session needs this: tracked after
+    /// the connect, a push arriving first would start its conversation at the pushed event,
+    /// and the later `track` would deliver that event again.
+    pub async fn connect_tracking(
+        client: &Client,
+        options: RealtimeOptions,
+        tracked: &[(&str, i64, i64)],
+    ) -> Result<Self, ClientError> {
         let identity = client.whoami().await?;
         let socket = connection::open(client, options.handshake_timeout_ms).await?;
         let (commands_tx, commands_rx) = mpsc::channel(options.command_queue_len_max.max(1));
         let (deliveries_tx, deliveries_rx) = mpsc::channel(options.delivery_queue_len_max.max(1));
         let shared = Arc::new(Shared::new(identity));
+        for &(conv_id, epoch, seq) in tracked {
+            shared.cursors().track(conv_id, Position { epoch, seq });
+        }
+        if !tracked.is_empty() {
+            // The permit waits for the driver, which catches the conversations up first.
+            shared.wake.notify_one();
+        }
         let cancel = CancellationToken::new();
         let inner = Inner {
             commands: commands_tx,
