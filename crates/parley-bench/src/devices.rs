@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use futures::{stream, StreamExt, TryStreamExt};
 use parley_client::{
-    Client, ClientError, Delivery, Realtime, RealtimeHandle, RealtimeOptions, SendAck,
-    StopReason,
+    Client, ClientError, Delivery, Realtime, RealtimeHandle, RealtimeOptions, SendAck, StopReason,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -100,11 +99,8 @@ impl DeviceHandle {
             }
             // Closed for a move, a new session follows; closed at the end of the run, the
             // reader ends and no session follows.
-            let next = tokio::time::timeout(
-                Duration::from_millis(MOVE_WAIT_MS),
-                session.changed(),
-            )
-            .await;
+            let next =
+                tokio::time::timeout(Duration::from_millis(MOVE_WAIT_MS), session.changed()).await;
             if !matches!(next, Ok(Ok(()))) {
                 return answer;
             }
@@ -340,7 +336,11 @@ async fn read_deliveries(mut rt: Realtime, mut reader: Reader) -> DeviceLog {
         rt = next;
         reader.session.send_replace(rt.handle());
         log.reconnected.push(Instant::now());
-        reader.recorder.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+        reader
+            .recorder
+            .counters
+            .reconnects
+            .fetch_add(1, Ordering::Relaxed);
         log.moved_to = Some(client);
         if mover.closing.is_cancelled() {
             // The devices were closed while this one moved: close the new session too, and

@@ -46,11 +46,17 @@ const GATEWAYS_PATH: &str = "/v1/admin/gateways";
 pub enum Convergence {
     /// The killed gateway had no routes left (`no_routes`) or was no longer listed
     /// (`gone`) this long after the kill.
-    Converged { ms: f64, how: &'static str },
+    Converged {
+        ms: f64,
+        how: &'static str,
+    },
     /// The server does not list its gateways (404).
     NotListed,
     /// Still routes of the killed gateway when the wait ended.
-    NotWithin { waited_ms: u64, routes: i64 },
+    NotWithin {
+        waited_ms: u64,
+        routes: i64,
+    },
     Failed(String),
 }
 
@@ -185,8 +191,7 @@ impl LoadModel for GatewayFailover {
         );
         let cfg = OpenLoop::new(rate, duration, args.seed);
         let picker = picker(&setup.world)?;
-        let (outcome, (killed_at, convergence)) =
-            setup.open_loop(&label, picker, cfg, kill).await;
+        let (outcome, (killed_at, convergence)) = setup.open_loop(&label, picker, cfg, kill).await;
         if let Convergence::Failed(e) = &convergence {
             bail!("killing {killed_id} or reading the route table failed: {e}");
         }

@@ -88,7 +88,11 @@ pub struct BenchArgs {
     /// Base URL of the server, e.g. http://127.0.0.1:8080; repeat for several gateways of one
     /// deployment: the devices of the load-model scenarios are spread over them round robin
     /// (the other scenarios use the first).
-    #[arg(long, required_unless_present = "gateways", conflicts_with = "gateways")]
+    #[arg(
+        long,
+        required_unless_present = "gateways",
+        conflicts_with = "gateways"
+    )]
     pub url: Vec<String>,
     /// The server's admin token: the benchmark creates its own users and devices. Generated
     /// when absent and the benchmark starts the gateways itself (--gateways).

@@ -97,7 +97,10 @@ fn assert_failover_report(r: &Value, bus: &str) {
         assert!(r.get(field).is_some(), "report lacks {field}: {r:#}");
     }
     assert_eq!(r["scenario"], "gateway-failover");
-    assert_eq!((r["gateways"].as_u64(), r["bus"].as_str()), (Some(3), Some(bus)));
+    assert_eq!(
+        (r["gateways"].as_u64(), r["bus"].as_str()),
+        (Some(3), Some(bus))
+    );
     assert_eq!(r["killed_gateway"], "bench-gw-2");
     for v in ["lost", "duplicated", "gaps"] {
         assert_eq!(r[v], 0, "{v}: {:#}", r["violations"]);
