@@ -224,7 +224,8 @@ impl LoadModel for GatewayFailover {
             .enumerate()
             .filter(|(d, _)| d % f.gateways == f.killed)
             .map(|(_, log)| log);
-        let recovery = recovery(moved, &run.loaded.outcome.acks, f.killed_at)?;
+        let mut recovery = recovery(moved, &run.loaded.outcome.acks, f.killed_at)?;
+        recovery["caught_up_means"] = json!("the device holds every message acked before the kill");
         let (converge_ms, converge_note) = match &f.convergence {
             Convergence::Converged { ms, how } => (json!(ms), json!(how)),
             Convergence::NotListed => (
