@@ -267,6 +267,81 @@ impl LoadModel for GatewayFailover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A server answering `GET /v1/admin/gateways` with `answers` in turn (the last one
+    /// repeated), one connection per request; answers its base URL.
+    async fn route_table(answers: Vec<(u16, Value)>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            for i in 0.. {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut head = vec![0u8; 4096];
+                let _ = conn.read(&mut head).await;
+                let (status, body) = &answers[i.min(answers.len() - 1)];
+                let body = body.to_string();
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            }
+        });
+        url
+    }
+
+    fn listing(routes: i64) -> (u16, Value) {
+        let gateways = json!([
+            {"gateway_id": "bench-gw-0", "lease_expires_in_ms": 900, "routes": 5},
+            {"gateway_id": "bench-gw-2", "lease_expires_in_ms": -100, "routes": routes},
+        ]);
+        (200, json!({ "gateways": gateways }))
+    }
+
+    async fn converge_on(answers: Vec<(u16, Value)>, wait_ms: u64) -> Convergence {
+        let admin = AdminClient::new(&route_table(answers).await, "t").unwrap();
+        converge(
+            &admin,
+            "bench-gw-2",
+            Instant::now(),
+            Duration::from_millis(wait_ms),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn convergence_waits_until_the_killed_gateway_has_no_routes() {
+        let c = converge_on(vec![listing(3), listing(1), listing(0)], 10_000).await;
+        assert!(
+            matches!(c, Convergence::Converged { how: "no_routes", ms } if ms >= 200.0),
+            "two polls with routes left, {CONVERGE_POLL_MS} ms apart: {c:?}"
+        );
+        let gone = (
+            200,
+            json!({"gateways": [{"gateway_id": "bench-gw-0", "routes": 5}]}),
+        );
+        let c = converge_on(vec![listing(2), gone], 10_000).await;
+        assert!(
+            matches!(c, Convergence::Converged { how: "gone", .. }),
+            "{c:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_table_that_keeps_routes_or_is_missing_gives_no_figure() {
+        let c = converge_on(vec![listing(4)], 300).await;
+        assert!(
+            matches!(c, Convergence::NotWithin { routes: 4, .. }),
+            "the negative control: routes never reaped: {c:?}"
+        );
+        let c = converge_on(vec![(404, json!({"error": "NOT_FOUND"}))], 10_000).await;
+        assert!(matches!(c, Convergence::NotListed), "{c:?}");
+    }
 
     #[test]
     fn a_gateway_without_routes_or_listing_has_converged() {
