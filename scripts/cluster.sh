@@ -16,6 +16,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 readonly PORT_DEFAULT=8080
 readonly DATABASE_URL_DEFAULT="postgres://postgres@127.0.0.1:5432/parley_cluster"
@@ -41,9 +43,6 @@ readonly PROXY_READ_TIMEOUT_S=3600
 readonly UPSTREAM_KEEPALIVE=32
 readonly UPSTREAM_KEEPALIVE_TIMEOUT_S=30
 readonly WORKER_CONNECTIONS=8192
-
-say() { printf '==> %s\n' "$*"; }
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 usage() {
   sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
@@ -73,12 +72,9 @@ for p in "${PORTS[@]}"; do
   [[ "$p" =~ ^[0-9]+$ ]] || die "--gateway-ports must be numbers, not '$GATEWAY_PORTS'"
 done
 
-command -v nginx >/dev/null 2>&1 \
-  || die "nginx is not installed; install Debian's package: apt-get install nginx"
-command -v curl >/dev/null 2>&1 || die "curl is required: apt-get install curl"
-command -v psql >/dev/null 2>&1 || die "psql is required: apt-get install postgresql-client"
-
-tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+require_cmd nginx "install Debian's package: apt-get install nginx"
+require_cmd curl "apt-get install curl"
+require_cmd psql "apt-get install postgresql-client"
 
 for p in "$PORT" "${PORTS[@]}"; do
   ! tcp_open 127.0.0.1 "$p" || die "127.0.0.1:$p is in use; choose other ports (--port, --gateway-ports)"

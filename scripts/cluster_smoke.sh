@@ -11,6 +11,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 readonly PG_URL_DEFAULT="postgres://postgres@127.0.0.1:5432/postgres"
 # Start-up of the cluster from a built binary: migrate, three gateways, nginx.
@@ -24,16 +26,12 @@ readonly REQUESTS_AFTER_KILL=30
 readonly CONV_ID="g-smoke"
 readonly USERS=(ana ben cy)
 
-say() { printf '==> %s\n' "$*"; }
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+require_cmd nginx "apt-get install nginx"
+require_cmd psql "apt-get install postgresql-client"
+require_cmd curl "apt-get install curl"
 
-command -v nginx >/dev/null 2>&1 || die "nginx is not installed: apt-get install nginx"
-command -v psql >/dev/null 2>&1 || die "psql is required: apt-get install postgresql-client"
-command -v curl >/dev/null 2>&1 || die "curl is required"
-
-say "cargo build -p parley"
-cargo build --quiet -p parley
-readonly BIN="$PWD/target/debug/parley"
+BIN=$(build_parley_debug)
+readonly BIN
 
 WORK=$(mktemp -d)
 PG_URL="${PARLEY_TEST_DATABASE_URL:-$PG_URL_DEFAULT}"
@@ -63,27 +61,6 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-free_ports() {
-  python3 -c '
-import socket
-socks = [socket.socket() for _ in range(4)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))'
-}
-
-# Waits until a command succeeds, at most $1 seconds; $2 says what is awaited.
-wait_for() {
-  local limit_s=$1 what=$2
-  shift 2
-  local waited=0
-  until "$@"; do
-    (( waited >= limit_s * 10 )) && die "timed out after ${limit_s} s waiting for $what"
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-}
 
 sql() { psql "$DB_URL" -Atqc "$1"; }
 
@@ -122,7 +99,7 @@ alive() {
 }
 gone() { [[ -z "$(alive "$@")" ]]; }
 
-read -r PORT GW1 GW2 GW3 <<<"$(free_ports)"
+read -r PORT GW1 GW2 GW3 <<<"$(free_ports 4)"
 URL="http://127.0.0.1:$PORT"
 ADMIN_TOKEN="admin-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 

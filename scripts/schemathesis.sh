@@ -8,6 +8,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 # The pinned schemathesis; a newer one may add checks or change its report.
 readonly SCHEMATHESIS_VERSION="4.32.5"
@@ -22,20 +24,16 @@ readonly RUN_TIME_MAX_S=50
 readonly SERVER_START_WAIT_S=30
 readonly SEED=20261201
 
-say() { printf '==> %s\n' "$*"; }
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
-
 if ! command -v schemathesis >/dev/null 2>&1 \
   || [[ "$(schemathesis --version 2>/dev/null)" != *"$SCHEMATHESIS_VERSION"* ]]; then
   say "installing schemathesis $SCHEMATHESIS_VERSION"
   python3 -m pip install --quiet "schemathesis==$SCHEMATHESIS_VERSION"
 fi
-command -v curl >/dev/null 2>&1 || die "curl is required"
-command -v psql >/dev/null 2>&1 || die "psql is required (apt-get install postgresql-client)"
+require_cmd curl "apt-get install curl"
+require_cmd psql "apt-get install postgresql-client"
 
-say "cargo build -p parley"
-cargo build --quiet -p parley
-readonly BIN="$PWD/target/debug/parley"
+BIN=$(build_parley_debug)
+readonly BIN
 
 WORK=$(mktemp -d)
 SERVER_PID=""
@@ -59,14 +57,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # Starts `parley serve` with the given store arguments and waits for /readyz.
 start_server() {
   local port
-  port=$(free_port)
+  port=$(free_ports 1)
   BASE="http://127.0.0.1:$port"
   ADMIN_TOKEN="admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
   RUST_LOG=warn "$BIN" serve --listen "127.0.0.1:$port" --admin-token "$ADMIN_TOKEN" "$@" \

@@ -10,6 +10,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 # The machine's own PostgreSQL unless PARLEY_TEST_DATABASE_URL names another server.
 readonly PG_URL_DEFAULT="postgres://postgres@127.0.0.1:5432/postgres"
@@ -22,10 +24,6 @@ readonly NATS_START_WAIT_S=5
 readonly FUZZ_CASES_DEFAULT=5000
 export PROPTEST_CASES="${PROPTEST_CASES:-$FUZZ_CASES_DEFAULT}"
 
-say() { printf '==> %s\n' "$*"; }
-warn() { printf 'warning: %s\n' "$*" >&2; }
-die() { printf 'error: %s\n' "$*" >&2; exit 1; }
-
 # Succeeds when the server at $1 accepts a query (psql) or at least connections (pg_isready).
 pg_answers() {
   if command -v psql >/dev/null 2>&1; then
@@ -36,8 +34,6 @@ pg_answers() {
     die "neither psql nor pg_isready is installed; install the PostgreSQL client (apt-get install postgresql-client)"
   fi
 }
-
-tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 ensure_postgres() {
   if [[ -n "${PARLEY_TEST_DATABASE_URL:-}" ]]; then

@@ -57,10 +57,16 @@ enum WireNotice {
         user: String,
         role: Role,
     },
+    Kick {
+        user: String,
+        device: String,
+        gateway: String,
+        conn: String,
+    },
 }
 
 /// The `kind` of every [`WireNotice`]; any other kind is skipped on arrival.
-const KNOWN_KINDS: [&str; 3] = ["read", "revoke", "role"];
+const KNOWN_KINDS: [&str; 4] = ["read", "revoke", "role", "kick"];
 
 impl From<&Notice> for WireNotice {
     fn from(notice: &Notice) -> Self {
@@ -89,6 +95,17 @@ impl From<&Notice> for WireNotice {
                 user: user_id.to_string(),
                 role: *role,
             },
+            Notice::RouteTaken {
+                user_id,
+                device_id,
+                gateway_id,
+                conn_id,
+            } => Self::Kick {
+                user: user_id.to_string(),
+                device: device_id.to_string(),
+                gateway: gateway_id.clone(),
+                conn: conn_id.clone(),
+            },
         }
     }
 }
@@ -116,6 +133,19 @@ impl WireNotice {
                 conv_id: ConvId::parse(&conv).ok()?,
                 user_id: UserId::parse(&user).ok()?,
                 role,
+            },
+            // Gateway and connection ids are only compared, never parsed; an empty one names
+            // nothing a gateway holds, so it is refused as not sent by a gateway.
+            Self::Kick {
+                user,
+                device,
+                gateway,
+                conn,
+            } => Notice::RouteTaken {
+                user_id: UserId::parse(&user).ok()?,
+                device_id: DeviceId::parse(&device).ok()?,
+                gateway_id: (!gateway.is_empty()).then_some(gateway)?,
+                conn_id: (!conn.is_empty()).then_some(conn)?,
             },
         })
     }
@@ -357,6 +387,12 @@ mod tests {
                 user_id: user("u-ben"),
                 role: Role::Admin,
             },
+            Notice::RouteTaken {
+                user_id: user("u-ana"),
+                device_id: device("phone"),
+                gateway_id: "gw-b".into(),
+                conn_id: "6f1c2a9e-conn".into(),
+            },
         ]
     }
 
@@ -379,6 +415,25 @@ mod tests {
                 r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"revoke","user":"u","device":"d"}]}"#
             ]
         );
+    }
+
+    #[test]
+    fn a_taken_route_travels_as_a_kick_naming_the_replaced_gateway_and_connection() {
+        let kick = Notice::RouteTaken {
+            user_id: user("u"),
+            device_id: device("d"),
+            gateway_id: "gw-b".into(),
+            conn_id: "c-9".into(),
+        };
+        let encoded = encode("gw-a", &batch([Outbound::Notice(kick.clone())]), MAX);
+        assert_eq!(
+            encoded.payloads,
+            vec![
+                r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":"gw-b","conn":"c-9"}]}"#
+            ]
+        );
+        let decoded = decode(&encoded.payloads[0]).expect("payload decodes");
+        assert_eq!(decoded.notices, vec![kick]);
     }
 
     #[test]
@@ -469,6 +524,10 @@ mod tests {
             r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"read","user":"u","conv":"c","read_seq":-1,"device":"d"}]}"#,
             r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"role","conv":"c","user":"u","role":"boss"}]}"#,
             r#"{"origin":"gw-a","heads":[],"notices":{"kind":"revoke"}}"#,
+            r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":"gw-b"}]}"#,
+            r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":"","conn":"c"}]}"#,
+            r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":"gw-b","conn":""}]}"#,
+            r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":7,"conn":"c"}]}"#,
         ] {
             assert!(decode(bad).is_none(), "accepted {bad:?}");
         }
@@ -477,7 +536,7 @@ mod tests {
     #[test]
     fn a_notice_of_an_unknown_kind_is_skipped_and_the_rest_kept() {
         let payload = r#"{"origin":"gw-b","heads":[["c-1",3]],"notices":[
-            {"kind":"kick","user":"u","device":"d","conn":"x"},
+            {"kind":"move","user":"u","device":"d","conn":"x"},
             {"kind":"revoke","user":"u","device":"d"}]}"#;
         let decoded = decode(payload).expect("payload decodes");
         assert_eq!(decoded.heads, vec![(conv("c-1"), 3)]);

@@ -33,8 +33,17 @@ fn notice() -> impl Strategy<Value = Notice> {
                 origin_device,
             }
         ),
-        (user.clone(), device)
+        (user.clone(), device.clone())
             .prop_map(|(user_id, device_id)| Notice::DeviceRevoked { user_id, device_id }),
+        // Gateway and connection ids are free text: quotes, escapes and any script travel.
+        (user.clone(), device, ".{1,40}", ".{1,40}").prop_map(
+            |(user_id, device_id, gateway_id, conn_id)| Notice::RouteTaken {
+                user_id,
+                device_id,
+                gateway_id,
+                conn_id,
+            }
+        ),
         (conv, user, role).prop_map(|(conv_id, user_id, role)| Notice::RoleChanged {
             conv_id,
             user_id,
@@ -63,6 +72,8 @@ fn near_payload() -> impl Strategy<Value = String> {
         Just(json!({"kind": "read", "user": "u", "conv": "c", "read_seq": -1, "device": "d"})),
         Just(json!({"kind": "revoke", "user": "u", "device": "d"})),
         Just(json!({"kind": "role", "conv": "c", "user": "u", "role": "king"})),
+        Just(json!({"kind": "kick", "user": "u", "device": "d", "gateway": "g", "conn": "c"})),
+        Just(json!({"kind": "kick", "user": "u", "device": "d", "gateway": "", "conn": 1})),
         Just(json!({"kind": "future", "anything": 1})),
         Just(json!({"kind": 7})),
     ];
@@ -91,6 +102,9 @@ proptest! {
     fn fuzz_payloads_near_the_format(text in near_payload()) {
         if let Some(decoded) = decode(&text) {
             prop_assert!(decoded.heads.iter().all(|(_, head)| *head >= 0), "{text}");
+            let names_nothing = |n: &Notice| matches!(n, Notice::RouteTaken { gateway_id, conn_id, .. }
+                if gateway_id.is_empty() || conn_id.is_empty());
+            prop_assert!(!decoded.notices.iter().any(names_nothing), "{text}");
         }
     }
 

@@ -28,6 +28,17 @@ pub enum Notice {
         user_id: UserId,
         role: Role,
     },
+    /// A device's route was claimed by a newer connection, replacing the route that named
+    /// `conn_id` on gateway `gateway_id`. That gateway closes exactly that connection (4001,
+    /// chapter 05); every other gateway, and every other connection, is left alone. It is
+    /// announced only when the replaced route was on another gateway than the claim: a
+    /// gateway kicks its own connections without the bus.
+    RouteTaken {
+        user_id: UserId,
+        device_id: DeviceId,
+        gateway_id: String,
+        conn_id: String,
+    },
 }
 
 impl Notice {
@@ -36,7 +47,8 @@ impl Notice {
         match self {
             Self::ReadMoved { user_id, .. }
             | Self::DeviceRevoked { user_id, .. }
-            | Self::RoleChanged { user_id, .. } => user_id,
+            | Self::RoleChanged { user_id, .. }
+            | Self::RouteTaken { user_id, .. } => user_id,
         }
     }
 }

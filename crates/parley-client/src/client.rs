@@ -63,6 +63,19 @@ impl Client {
         }
     }
 
+    /// The same device, connection pool and retry policy, speaking to the server at
+    /// `base_url`: another gateway of the same deployment. The identity learnt by
+    /// [`Client::whoami`] is shared, since the token is the same. A realtime session given
+    /// several gateways ([`crate::RealtimeOptions::gateways`]) makes its HTTP calls through
+    /// such a client for the gateway its socket is on.
+    pub fn with_base_url(&self, base_url: &str) -> Result<Self, ClientError> {
+        Ok(Self {
+            http: self.http.with_base_url(base_url)?,
+            retry: self.retry,
+            identity: self.identity.clone(),
+        })
+    }
+
     /// The same client with another retry policy for [`Client::send_with_retry`].
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;

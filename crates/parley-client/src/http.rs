@@ -55,6 +55,19 @@ impl fmt::Debug for Http {
     }
 }
 
+/// `base_url` as the base of every endpoint: an absolute http(s) URL.
+fn parse_base_url(base_url: &str) -> Result<Url, ClientError> {
+    let invalid = |reason: String| ClientError::InvalidUrl {
+        url: base_url.to_owned(),
+        reason,
+    };
+    let base = Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
+    if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+        return Err(invalid("expected an http:// or https:// URL".into()));
+    }
+    Ok(base)
+}
+
 /// How long an idle pooled connection is kept for reuse: shorter than the server's keep-alive
 /// idle timeout (`PARLEY_KEEPALIVE_IDLE_MS`, 60 s by default), so the client drops a
 /// connection before the server closes it and a request never races that close.
@@ -66,14 +79,7 @@ impl Http {
         token: &str,
         options: &ClientOptions,
     ) -> Result<Self, ClientError> {
-        let invalid = |reason: String| ClientError::InvalidUrl {
-            url: base_url.to_owned(),
-            reason,
-        };
-        let base = Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
-        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
-            return Err(invalid("expected an http:// or https:// URL".into()));
-        }
+        let base = parse_base_url(base_url)?;
         let client = reqwest::Client::builder()
             .timeout(Duration::from_millis(options.request_timeout_ms))
             .connect_timeout(Duration::from_millis(options.connect_timeout_ms))
@@ -95,6 +101,16 @@ impl Http {
             base: self.base.clone(),
             token: token.to_owned(),
         }
+    }
+
+    /// The same connection pool and identity, speaking to the server at `base_url`: another
+    /// gateway of the same deployment.
+    pub(crate) fn with_base_url(&self, base_url: &str) -> Result<Self, ClientError> {
+        Ok(Self {
+            client: self.client.clone(),
+            base: parse_base_url(base_url)?,
+            token: self.token.clone(),
+        })
     }
 
     pub(crate) fn base_url(&self) -> &Url {
@@ -234,6 +250,17 @@ mod tests {
         );
         let u = http("http://h/api/").url(&["v1", "a/b c"]).unwrap();
         assert_eq!(u.as_str(), "http://h/api/v1/a%2Fb%20c");
+    }
+
+    #[test]
+    fn another_base_url_keeps_the_token_and_is_validated() {
+        let h = http("http://a:1").with_base_url("http://b:2/api/").unwrap();
+        assert_eq!(h.token(), "t");
+        assert_eq!(h.url(&["v1"]).unwrap().as_str(), "http://b:2/api/v1");
+        assert!(matches!(
+            http("http://a:1").with_base_url("ftp://b"),
+            Err(ClientError::InvalidUrl { .. })
+        ));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! A Parley server in a process of its own: `parley serve` on a fresh store of either kind at a
 //! free port of 127.0.0.1, which a test kills with SIGKILL and starts again on the same data and
 //! port, as an operator's supervisor would. [`TestServer`](crate::TestServer) runs in the test's
-//! own process and cannot die that way.
+//! own process and cannot die that way. [`ServerProcess::start_gateways`] runs several such
+//! processes as gateways of one PostgreSQL database, so a test can kill one while the others
+//! serve.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -64,6 +66,9 @@ pub struct ServerProcess {
     base_url: String,
     admin_token: String,
     admin: AdminClient,
+    /// The gateway id of a process of [`ServerProcess::start_gateways`], which runs with
+    /// `--bus postgres`; `None` for a lone server on the in-process bus.
+    gateway_id: Option<String>,
     child: Option<Child>,
 }
 
@@ -81,18 +86,48 @@ impl ServerProcess {
                     .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}")),
             ),
         };
+        Self::start_with(program.into(), data, random_admin_token(), None).await
+    }
+
+    /// Starts `count` processes of `program serve` on one fresh PostgreSQL database, each a
+    /// gateway (`--bus postgres`, gateway ids `gw-0`, `gw-1`, …) with its own port, one after
+    /// the other (each applies the schema before it answers). They share one admin token.
+    ///
+    /// # Panics
+    /// When PostgreSQL is unreachable or a process does not start.
+    pub async fn start_gateways(program: impl Into<PathBuf>, count: usize) -> Vec<ServerProcess> {
+        let program = program.into();
+        let db = TestDb::create().await;
+        let admin_token = random_admin_token();
+        let mut servers = Vec::with_capacity(count);
+        for node in 0..count {
+            let data = Data::Postgres(db.clone());
+            let gateway_id = Some(format!("gw-{node}"));
+            servers.push(
+                Self::start_with(program.clone(), data, admin_token.clone(), gateway_id).await,
+            );
+        }
+        servers
+    }
+
+    async fn start_with(
+        program: PathBuf,
+        data: Data,
+        admin_token: String,
+        gateway_id: Option<String>,
+    ) -> ServerProcess {
         let addr = free_addr().unwrap_or_else(|e| panic!("no free port on 127.0.0.1: {e}"));
         let base_url = format!("http://{addr}");
-        let admin_token = random_admin_token();
         let admin = AdminClient::new(&base_url, &admin_token)
             .unwrap_or_else(|e| panic!("cannot build an admin client for {base_url}: {e}"));
         let mut server = ServerProcess {
-            program: program.into(),
+            program,
             data,
             addr,
             base_url,
             admin_token,
             admin,
+            gateway_id,
             child: None,
         };
         server.start().await;
@@ -196,6 +231,13 @@ impl ServerProcess {
             Data::Dir(dir) => command.arg("--data-dir").arg(dir.path()),
             Data::Postgres(db) => command.arg("--database-url").arg(db.url()),
         };
+        if let Some(gateway_id) = &self.gateway_id {
+            command
+                .arg("--bus")
+                .arg("postgres")
+                .arg("--gateway-id")
+                .arg(gateway_id);
+        }
         let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));

@@ -12,7 +12,7 @@ use url::Url;
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::http::error_from_answer;
-use crate::ws::frames::{CLOSE_KICKED, CLOSE_REVOKED};
+use crate::ws::frames::{CLOSE_KICKED, CLOSE_REVOKED, CLOSE_TOO_SLOW};
 use crate::ws::protocol::StopReason;
 
 pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -75,9 +75,13 @@ pub(crate) async fn open(
 /// Why a connection ended, and so whether to come back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Ended {
-    /// Reconnect and resync: a drop, a timeout, 4008 (too slow), 1001 (shutdown), anything
-    /// else the server may close with.
+    /// Reconnect and resync, starting at the next gateway when there are several: a drop
+    /// (1006), silence, 1001 (the gateway shuts down), anything else the server may close with.
+    /// Each may mean the gateway is gone.
     Lost(String),
+    /// Reconnect and resync on the same gateway, which is known to be alive: it closed with
+    /// 4008 (this client read too slowly), or the app asked for a new connection.
+    Renew(String),
     /// Stop for good: coming back would be refused (revoked) or would push out the newer
     /// connection that replaced this one (kicked), which would then do the same.
     Stop(StopReason),
@@ -91,6 +95,7 @@ pub(crate) fn on_close(frame: Option<&CloseFrame>) -> Ended {
     match u16::from(frame.code) {
         CLOSE_KICKED => Ended::Stop(StopReason::Kicked),
         CLOSE_REVOKED => Ended::Stop(StopReason::Revoked),
+        CLOSE_TOO_SLOW => Ended::Renew(format!("closed by the server with code {CLOSE_TOO_SLOW}")),
         code => Ended::Lost(format!("closed by the server with code {code}")),
     }
 }
@@ -146,10 +151,11 @@ mod tests {
     }
 
     #[test]
-    fn only_kicked_and_revoked_stop_the_session() {
+    fn only_kicked_and_revoked_stop_the_session_and_only_too_slow_stays() {
         assert_eq!(close(4001), Ended::Stop(StopReason::Kicked));
         assert_eq!(close(4003), Ended::Stop(StopReason::Revoked));
-        for code in [4008, 1001, 1000, 1011] {
+        assert!(matches!(close(4008), Ended::Renew(_)), "a live gateway");
+        for code in [1001, 1000, 1011] {
             assert!(matches!(close(code), Ended::Lost(_)), "{code}");
         }
         assert!(matches!(on_close(None), Ended::Lost(_)));

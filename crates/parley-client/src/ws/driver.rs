@@ -12,12 +12,11 @@ use tokio::time::MissedTickBehavior;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Client;
 use crate::error::ClientError;
-use crate::retry::backoff_ms;
 use crate::ws::connection::{self, on_close, Ended, Silence, Socket};
 use crate::ws::fetch::{Link, Stashed};
 use crate::ws::frames::{ClientFrame, Request, ServerFrame};
+use crate::ws::gateways::Gateways;
 use crate::ws::options::RealtimeOptions;
 use crate::ws::protocol::{Command, Delivery, Reply, Shared, StopReason};
 use crate::ws::sequencer::{Sequencer, Stopped};
@@ -26,7 +25,8 @@ use crate::ws::sequencer::{Sequencer, Stopped};
 const CLOSE_WAIT_MS: u64 = 1_000;
 
 pub(crate) struct Driver {
-    client: Client,
+    /// The gateways to connect to; the current one is the gateway of the open connection.
+    gateways: Gateways,
     options: RealtimeOptions,
     shared: Arc<Shared>,
     sequencer: Sequencer,
@@ -41,7 +41,7 @@ pub(crate) struct Driver {
 
 impl Driver {
     pub(crate) fn new(
-        client: Client,
+        gateways: Gateways,
         options: RealtimeOptions,
         shared: Arc<Shared>,
         commands: mpsc::Receiver<Command>,
@@ -49,7 +49,7 @@ impl Driver {
         cancel: CancellationToken,
     ) -> Self {
         let sequencer = Sequencer::new(
-            client.clone(),
+            gateways.current().clone(),
             &options,
             shared.clone(),
             deliveries,
@@ -57,7 +57,7 @@ impl Driver {
         );
         let link = Link::new(options.answer_timeout_ms);
         Self {
-            client,
+            gateways,
             options,
             shared,
             sequencer,
@@ -68,30 +68,38 @@ impl Driver {
         }
     }
 
-    /// Serves connections until the session stops: after each lost one, reconnects and catches
-    /// every tracked conversation up, since pushes sent meanwhile are gone.
+    /// Serves connections until the session stops: after each lost one, reconnects (to the
+    /// next gateway when the last one may be gone) and catches every tracked conversation up
+    /// from its cursor, since pushes sent meanwhile are gone.
     pub(crate) async fn run(mut self, first: Socket) {
         let mut socket = first;
         let reason = loop {
-            match self.serve(socket).await {
+            let (move_on, why) = match self.serve(socket).await {
                 Ended::Stop(reason) => break reason,
-                Ended::Lost(why) => {
-                    tracing::info!(reason = %why, "realtime connection lost; reconnecting");
-                    self.shared.set_connected(false);
-                    // Frames of the lost connection: the resync below covers their events.
-                    self.link.stash.clear();
-                    self.fail_pending(|| ClientError::Disconnected {
-                        reason: why.clone(),
-                    });
-                    self.sequencer
-                        .notice(Delivery::Disconnected { reason: why });
-                }
-            }
-            socket = match self.reconnect().await {
+                Ended::Lost(why) => (true, why),
+                Ended::Renew(why) => (false, why),
+            };
+            tracing::info!(reason = %why, "realtime connection lost; reconnecting");
+            self.shared.set_connected(false);
+            // Frames of the lost connection: the resync below covers their events.
+            self.link.stash.clear();
+            // Requests written and unanswered learn that their outcome is unknown; `send` and
+            // `mark_read` resend them with the same key once connected again (`session.rs`),
+            // and the server's idempotency answers a send that did commit with its first seq.
+            self.fail_pending(|| ClientError::Disconnected {
+                reason: why.clone(),
+            });
+            self.sequencer
+                .notice(Delivery::Disconnected { reason: why });
+            socket = match self.reconnect(move_on).await {
                 Ok(socket) => socket,
                 Err(reason) => break reason,
             };
-            tracing::info!("realtime connection restored");
+            let gateway = self.gateways.current().clone();
+            tracing::info!(gateway = %gateway.base_url(), "realtime connection restored");
+            self.shared.set_gateway(gateway.base_url().clone());
+            // Catch-ups go to the gateway the socket is on, which is known to be alive.
+            self.sequencer.use_client(gateway);
             self.shared.set_connected(true);
             self.sequencer.notice(Delivery::Reconnected);
             let mut fetch = self.link.fetch(&mut socket);
@@ -177,7 +185,7 @@ impl Driver {
         match command {
             // Every handle is gone.
             None => Err(Ended::Stop(StopReason::Closed)),
-            Some(Command::Reconnect) => Err(Ended::Lost("reconnect asked by the app".into())),
+            Some(Command::Reconnect) => Err(Ended::Renew("reconnect asked by the app".into())),
             Some(Command::Request { request, reply }) => {
                 self.write_request(socket, request, reply).await
             }
@@ -326,9 +334,14 @@ impl Driver {
         }
     }
 
-    /// Connects again after a pause that grows with each failure. A refused token (401) means
-    /// the device was revoked while away.
-    async fn reconnect(&mut self) -> Result<Socket, StopReason> {
+    /// Connects again after a jittered pause that grows with each round of the gateway ring
+    /// that failed (`gateways.rs`), starting at the next gateway when `move_on`, and moving to
+    /// the next after each failed attempt. A refused token (401) means the device was revoked
+    /// while away.
+    async fn reconnect(&mut self, move_on: bool) -> Result<Socket, StopReason> {
+        if move_on {
+            self.gateways.advance();
+        }
         let mut failures: u32 = 0;
         loop {
             failures = failures.saturating_add(1);
@@ -339,7 +352,7 @@ impl Driver {
             {
                 return Err(StopReason::Unreachable);
             }
-            let pause_ms = backoff_ms(
+            let pause_ms = self.gateways.pause_ms(
                 self.options.reconnect_backoff_first_ms,
                 self.options.reconnect_backoff_max_ms,
                 failures,
@@ -348,13 +361,15 @@ impl Driver {
             if self.cancel.run_until_cancelled(pause).await.is_none() {
                 return Err(StopReason::Closed);
             }
-            let open = connection::open(&self.client, self.options.handshake_timeout_ms);
+            let open = connection::open(self.gateways.current(), self.options.handshake_timeout_ms);
             match self.cancel.run_until_cancelled(open).await {
                 None => return Err(StopReason::Closed),
                 Some(Ok(socket)) => return Ok(socket),
                 Some(Err(e)) if e.status() == Some(401) => return Err(StopReason::Revoked),
                 Some(Err(e)) => {
-                    tracing::debug!(error = %e.redacted(), failures, pause_ms, "reconnect failed");
+                    let gateway = self.gateways.current().base_url();
+                    tracing::debug!(error = %e.redacted(), %gateway, failures, pause_ms, "reconnect failed");
+                    self.gateways.advance();
                 }
             }
         }

@@ -58,6 +58,41 @@
 //! [`RealtimeOptions::reconnect_attempts_max`] says otherwise. The session logs each lost and
 //! restored connection with `tracing` at `info` (target `parley_client::ws::driver`).
 //!
+//! ## Several gateways
+//!
+//! A deployment of several gateways on one database (SPEC §10) is reached either through one
+//! load balancer URL, the client's base URL, or by giving the session every gateway's base URL
+//! with [`RealtimeOptions::with_gateways`]:
+//!
+//! ```no_run
+//! # async fn demo(client: parley_client::Client) -> Result<(), parley_client::ClientError> {
+//! use parley_client::{Realtime, RealtimeOptions};
+//!
+//! let options = RealtimeOptions::default()
+//!     .with_gateways(["http://10.0.0.1:8080", "http://10.0.0.2:8080"]);
+//! let rt = Realtime::connect(&client, options).await?;
+//! println!("on {}", rt.gateway());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The session starts at a random gateway, so devices spread over them, trying the others in
+//! turn if it does not answer. When a connection ends in a way that may mean its gateway is
+//! gone (a close with 1001 going away, a dropped connection, silence, a refused connection) the
+//! next attempt goes to the next gateway of the ring; a close with 4008 (too slow) or a
+//! [`RealtimeHandle::reconnect`] comes back to the same one. Each attempt waits a jittered pause
+//! whose ceiling doubles with each whole round of the ring that failed, so a dead gateway's
+//! devices reach the others within a pause of 100–200 ms, spread over it, and a deployment that
+//! is down entirely is not hammered. With one gateway every attempt is a round, as before.
+//! Kicked (4001) and revoked (4003) stop the session on any gateway.
+//!
+//! After the move nothing is lost or doubled: the tracked conversations are caught up from
+//! their cursors, and the sends that were written but not acked when the connection ended, or
+//! queued meanwhile, are resent with their `client_msg_id` on the new connection (a send that
+//! did commit is answered `dup: true` with its first seq). The session's own HTTP calls go to
+//! the gateway its socket is on ([`crate::Client::with_base_url`]);
+//! [`RealtimeHandle::gateway`] says which one that is.
+//!
 //! ## New conversations
 //!
 //! An app need not list its conversations in advance. A push (or a pull group's `hint`) for a
@@ -118,6 +153,7 @@ pub mod cursor;
 mod driver;
 mod fetch;
 pub mod frames;
+mod gateways;
 mod options;
 mod outlet;
 mod protocol;

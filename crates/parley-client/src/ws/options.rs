@@ -42,8 +42,8 @@ pub struct RealtimeOptions {
     pub answer_timeout_ms: u64,
     pub reconnect_backoff_first_ms: u64,
     pub reconnect_backoff_max_ms: u64,
-    /// Failed reconnect attempts in a row after which the session stops with
-    /// [`crate::Delivery::Unreachable`]; `None`: never stop trying.
+    /// Failed reconnect attempts in a row, over all gateways, after which the session stops
+    /// with [`crate::Delivery::Unreachable`]; `None`: never stop trying.
     pub reconnect_attempts_max: Option<u32>,
     pub delivery_queue_len_max: usize,
     pub command_queue_len_max: usize,
@@ -63,6 +63,26 @@ pub struct RealtimeOptions {
     /// reads [`crate::Incoming::own`] instead; so does an app that feeds deliveries to a
     /// [`crate::SyncState`], whose logs would otherwise miss those events.
     pub skip_own_messages: bool,
+    /// Base URLs of the gateways of one deployment (e.g. `http://10.0.0.1:8080`), all serving
+    /// the same database. Empty (the default): the client's own base URL, which may be a load
+    /// balancer's. With several, the session starts at a random one, moves to the next when a
+    /// connection fails or a gateway goes away (1001, refused, dropped), and makes its own HTTP
+    /// calls through the gateway its socket is on. See "Several gateways" in the
+    /// [module documentation](crate::ws).
+    pub gateways: Vec<String>,
+}
+
+impl RealtimeOptions {
+    /// These options with the ring of gateway base URLs `base_urls` (see
+    /// [`RealtimeOptions::gateways`]).
+    pub fn with_gateways<I, S>(mut self, base_urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.gateways = base_urls.into_iter().map(Into::into).collect();
+        self
+    }
 }
 
 impl Default for RealtimeOptions {
@@ -82,6 +102,7 @@ impl Default for RealtimeOptions {
             retry: RetryPolicy::default(),
             auto_track_full: false,
             skip_own_messages: false,
+            gateways: Vec::new(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::{oneshot, Notify};
+use url::Url;
 
 use crate::error::ClientError;
 use crate::types::{Event, EventKind, Identity};
@@ -142,18 +143,32 @@ pub(crate) struct Shared {
     connected: AtomicBool,
     /// The user and device of the session's token.
     pub(crate) identity: Identity,
+    /// The base URL of the gateway the session is (or was last) connected to.
+    gateway: Mutex<Url>,
 }
 
 impl Shared {
     /// The state of a session whose first connection is open.
-    pub(crate) fn new(identity: Identity) -> Self {
+    pub(crate) fn new(identity: Identity, gateway: Url) -> Self {
         Self {
             cursors: Mutex::default(),
             wake: Notify::new(),
             stopped: Mutex::new(None),
             connected: AtomicBool::new(true),
             identity,
+            gateway: Mutex::new(gateway),
         }
+    }
+
+    pub(crate) fn gateway(&self) -> Url {
+        self.gateway
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_gateway(&self, gateway: Url) {
+        *self.gateway.lock().unwrap_or_else(PoisonError::into_inner) = gateway;
     }
 
     pub(crate) fn is_connected(&self) -> bool {

@@ -65,6 +65,12 @@ impl Sequencer {
         }
     }
 
+    /// Makes the HTTP calls of catch-ups (`GET /v1/conversations/{id}`) through `client`: the
+    /// gateway the session's socket is on now.
+    pub(crate) fn use_client(&mut self, client: Client) {
+        self.client = client;
+    }
+
     /// Hands the app a notice (read position, connection state) now, or as soon as there is
     /// room; never waits.
     pub(crate) fn notice(&mut self, notice: Delivery) {

@@ -11,15 +11,17 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use url::Url;
 
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::retry::RetryPolicy;
 use crate::types::{EventsPage, Identity, ReadAck, SendAck};
-use crate::ws::connection;
+use crate::ws::connection::{self, Socket};
 use crate::ws::cursor::Position;
 use crate::ws::driver::Driver;
 use crate::ws::frames::{decode_ack, Request};
+use crate::ws::gateways::Gateways;
 use crate::ws::options::RealtimeOptions;
 use crate::ws::protocol::{Command, Delivery, Shared, StopReason};
 
@@ -62,7 +64,8 @@ impl Realtime {
     /// Learns who the client is ([`Client::whoami`], asked once per client), opens the
     /// device's connection and starts the task that keeps it. The first connection is made
     /// here, so a bad token (401) or an unreachable server is an error now rather than a silent
-    /// retry loop.
+    /// retry loop. With several [`RealtimeOptions::gateways`], each is tried once, from a
+    /// random one on, and the error is the last one's when none answers.
     pub async fn connect(client: &Client, options: RealtimeOptions) -> Result<Self, ClientError> {
         Self::connect_tracking(client, options, &[]).await
     }
@@ -77,11 +80,12 @@ impl Realtime {
         options: RealtimeOptions,
         tracked: &[(&str, i64, i64)],
     ) -> Result<Self, ClientError> {
-        let identity = client.whoami().await?;
-        let socket = connection::open(client, options.handshake_timeout_ms).await?;
+        let mut gateways = Gateways::starting_anywhere(client, &options.gateways)?;
+        let (identity, socket) = first_connection(&mut gateways, &options).await?;
         let (commands_tx, commands_rx) = mpsc::channel(options.command_queue_len_max.max(1));
         let (deliveries_tx, deliveries_rx) = mpsc::channel(options.delivery_queue_len_max.max(1));
-        let shared = Arc::new(Shared::new(identity));
+        let gateway = gateways.current().base_url().clone();
+        let shared = Arc::new(Shared::new(identity, gateway));
         for &(conv_id, epoch, seq) in tracked {
             shared.cursors().track(conv_id, Position { epoch, seq });
         }
@@ -100,7 +104,7 @@ impl Realtime {
             retry: options.retry,
         };
         let driver = Driver::new(
-            client.clone(),
+            gateways,
             options,
             shared,
             commands_rx,
@@ -143,6 +147,34 @@ impl Deref for Realtime {
 
     fn deref(&self) -> &RealtimeHandle {
         &self.handle
+    }
+}
+
+/// Asks who the client is and opens its socket on the first gateway of the ring that answers
+/// both, leaving the ring there. Only errors that another gateway might not give (a timeout, a
+/// refused or dropped connection, 503) move on to the next; a refusal such as 401 is final.
+async fn first_connection(
+    gateways: &mut Gateways,
+    options: &RealtimeOptions,
+) -> Result<(Identity, Socket), ClientError> {
+    let mut tried = 0;
+    loop {
+        let client = gateways.current();
+        let opened = async {
+            let identity = client.whoami().await?;
+            let socket = connection::open(client, options.handshake_timeout_ms).await?;
+            Ok::<_, ClientError>((identity, socket))
+        };
+        match opened.await {
+            Ok(opened) => return Ok(opened),
+            Err(e) if e.is_retryable() && tried + 1 < gateways.len() => {
+                let gateway = client.base_url();
+                tracing::debug!(error = %e.redacted(), %gateway, "gateway unavailable; trying the next");
+                tried += 1;
+                gateways.advance();
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -247,6 +279,12 @@ impl RealtimeHandle {
     /// the session stopped.
     pub fn is_connected(&self) -> bool {
         self.inner.shared.is_connected()
+    }
+
+    /// The base URL of the gateway the session's connection is on (the last one while
+    /// disconnected): one of [`RealtimeOptions::gateways`], or the client's base URL.
+    pub fn gateway(&self) -> Url {
+        self.inner.shared.gateway()
     }
 
     /// The user and device of the session, as the server named them at connect.

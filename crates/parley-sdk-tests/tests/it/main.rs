@@ -5,6 +5,7 @@
 
 mod deliveries;
 mod examples;
+mod gateway_failover;
 mod identity;
 mod realtime_against_server;
 mod receive_loop;

@@ -52,6 +52,8 @@ struct ConvState {
 }
 
 pub struct Fanout {
+    /// This gateway's id: a taken route names the gateway whose connection it replaced.
+    gateway_id: String,
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     hints: Arc<Hints>,
@@ -68,8 +70,15 @@ pub fn event_frame(event: &Event) -> Option<Message> {
 }
 
 impl Fanout {
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, hints: Arc<Hints>, pushes: Counter) -> Self {
+    pub fn new(
+        gateway_id: String,
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        hints: Arc<Hints>,
+        pushes: Counter,
+    ) -> Self {
         Self {
+            gateway_id,
             store,
             hub,
             hints,
@@ -88,9 +97,14 @@ impl Fanout {
             match next {
                 Ok(Announcement::Committed(a)) => self.handle(a).await,
                 Ok(Announcement::Notice(notice)) => {
-                    notices::apply(&self.hub, self.store.as_ref(), &notice).await
+                    notices::apply(&self.hub, self.store.as_ref(), &self.gateway_id, &notice).await
                 }
-                Ok(Announcement::Reconnected) => self.repair_all().await,
+                Ok(Announcement::Reconnected) => {
+                    // Revocations announced while the transport was down were lost with the
+                    // heads: every connection's token is checked as after a lag.
+                    self.recheck_tokens();
+                    self.repair_all().await
+                }
                 Err(RecvError::Lagged(missed)) => {
                     // Announcements were lost; positions are unknown, so start over. Clients
                     // repair the missed pushes and read positions by sync; revocations that

@@ -65,6 +65,7 @@ impl Gateway {
     /// cancelled.
     pub fn start(&self, store: Arc<dyn Store>, bus: Arc<dyn EventBus>, stop: CancellationToken) {
         let fanout = fanout::Fanout::new(
+            self.id.clone(),
             store.clone(),
             self.hub.clone(),
             self.hints.clone(),

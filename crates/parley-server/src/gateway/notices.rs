@@ -14,9 +14,10 @@ use super::hub::{CloseReason, ConnHandle, Hub};
 
 /// A read position that moved is pushed as a `read` frame to the user's other devices (never
 /// to the device that moved it); the connections of a revoked or replaced device token close
-/// with 4003. Roles are not kept on the gateway and change nothing a connection sees, so a role
-/// change pushes nothing.
-pub async fn apply(hub: &Hub, store: &dyn Store, notice: &Notice) {
+/// with 4003; a route taken by a connection on another gateway closes the one connection it
+/// named, if `gateway_id` (this gateway) holds it, with 4001. Roles are not kept on the gateway
+/// and change nothing a connection sees, so a role change pushes nothing.
+pub async fn apply(hub: &Hub, store: &dyn Store, gateway_id: &str, notice: &Notice) {
     match notice {
         Notice::ReadMoved {
             user_id,
@@ -28,6 +29,32 @@ pub async fn apply(hub: &Hub, store: &dyn Store, notice: &Notice) {
             close_revoked(hub, store, user_id, device_id).await;
         }
         Notice::RoleChanged { .. } => {}
+        Notice::RouteTaken { .. } => kick_replaced(hub, gateway_id, notice),
+    }
+}
+
+/// Closes with 4001 the connection whose route a connection on another gateway took, when that
+/// route was on this gateway (`gateway_id`): exactly that one, matched by user, device and
+/// connection id. A device's newer connection here, if it has one, holds another id and stays,
+/// and the replaced connection's cleanup deletes its route only where it still names it (P9),
+/// so the newer route is kept.
+fn kick_replaced(hub: &Hub, gateway_id: &str, notice: &Notice) {
+    let Notice::RouteTaken {
+        user_id,
+        device_id,
+        gateway_id: taken_on,
+        conn_id,
+    } = notice
+    else {
+        return;
+    };
+    if taken_on != gateway_id {
+        return;
+    }
+    for c in hub.connections_of_device(user_id, device_id) {
+        if &c.conn_id == conn_id {
+            c.close(CloseReason::Kicked);
+        }
     }
 }
 
@@ -159,10 +186,20 @@ mod tests {
     }
 
     fn connect(hub: &Hub, user: &str, device: &str, token_hash: &str) -> Conn {
+        connect_as(
+            hub,
+            &format!("{user}/{device}/{token_hash}"),
+            user,
+            device,
+            token_hash,
+        )
+    }
+
+    fn connect_as(hub: &Hub, conn_id: &str, user: &str, device: &str, token_hash: &str) -> Conn {
         let (tx, frames) = mpsc::channel(8);
         let (close, closed) = watch::channel(None);
         let handle = ConnHandle::new(
-            format!("{user}/{device}/{token_hash}"),
+            conn_id.into(),
             DeviceId::from_trusted(device.into()),
             token_hash.into(),
             tx,
@@ -246,5 +283,41 @@ mod tests {
         assert_eq!(valid.closed(), None);
         assert_eq!(unknown.closed().map(CloseReason::code), Some(1001));
         assert_eq!(kept.closed(), None);
+    }
+
+    fn taken(user: &str, device: &str, gateway: &str, conn: &str) -> Notice {
+        Notice::RouteTaken {
+            user_id: UserId::from_trusted(user.into()),
+            device_id: DeviceId::from_trusted(device.into()),
+            gateway_id: gateway.into(),
+            conn_id: conn.into(),
+        }
+    }
+
+    #[test]
+    fn a_taken_route_kicks_the_connection_it_names_and_no_other() {
+        let hub = Hub::default();
+        let named = connect_as(&hub, "conn-1", "ana", "phone", "h1");
+        let other_device = connect_as(&hub, "conn-2", "ana", "laptop", "h2");
+        let other_user = connect_as(&hub, "conn-3", "ben", "phone", "h3");
+        // The same connection id on another gateway, and another connection id on this one:
+        // neither names a connection here.
+        kick_replaced(&hub, "gw-a", &taken("ana", "phone", "gw-b", "conn-1"));
+        kick_replaced(&hub, "gw-a", &taken("ana", "phone", "gw-a", "conn-9"));
+        // The id of another device's, or another user's, connection under this device names
+        // nothing either.
+        kick_replaced(&hub, "gw-a", &taken("ana", "phone", "gw-a", "conn-2"));
+        kick_replaced(&hub, "gw-a", &taken("ana", "phone", "gw-a", "conn-3"));
+        assert_eq!(
+            named.closed(),
+            None,
+            "a notice that names another connection"
+        );
+        assert_eq!(other_device.closed(), None);
+
+        kick_replaced(&hub, "gw-a", &taken("ana", "phone", "gw-a", "conn-1"));
+        assert_eq!(named.closed().map(CloseReason::code), Some(4001));
+        assert_eq!(other_device.closed(), None, "the user's other device stays");
+        assert_eq!(other_user.closed(), None, "another user's connection stays");
     }
 }

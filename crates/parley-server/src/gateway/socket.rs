@@ -15,6 +15,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
+use parley_bus::Notice;
 use parley_store::token::hash_token;
 use parley_store::{DeviceIdentity, Route};
 use prometheus_client::metrics::gauge::Gauge;
@@ -183,11 +184,21 @@ async fn serve_connection(
     match claimed {
         Ok(Some(prev)) if prev.conn_id != conn_id => {
             metrics.route_kicks.inc();
-            // On this gateway the hub already kicked it; another gateway learns it from the
-            // route table when its device's connection is checked.
-            gateway
-                .hub()
-                .close_conn(&device.user_id, &prev.conn_id, CloseReason::Kicked);
+            if prev.gateway_id == route.gateway_id {
+                // On this gateway the hub already kicked it at registration.
+                gateway
+                    .hub()
+                    .close_conn(&device.user_id, &prev.conn_id, CloseReason::Kicked);
+            } else {
+                // The gateway that holds it closes exactly that connection (4001) when the
+                // notice reaches it; its cleanup then leaves this route alone (P9).
+                state.bus().notify(Notice::RouteTaken {
+                    user_id: prev.user_id,
+                    device_id: prev.device_id,
+                    gateway_id: prev.gateway_id,
+                    conn_id: prev.conn_id,
+                });
+            }
         }
         Ok(_) => {}
         Err(e) => {

@@ -5,6 +5,7 @@ mod access_matrix;
 mod conn_caps;
 mod conn_shutdown;
 mod conn_timeouts;
+mod cross_gateway;
 mod group_fanout;
 mod http_concurrency;
 mod http_contract;

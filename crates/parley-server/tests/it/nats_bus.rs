@@ -14,7 +14,7 @@ use parley_testkit::{free_addr, GatewayBus, ServerConfig, TestServer};
 use serde_json::{json, Value};
 
 /// The machine's NATS server, which scripts/test.sh checks or starts.
-const SHARED_NATS_URL: &str = "nats://127.0.0.1:4222";
+pub const SHARED_NATS_URL: &str = "nats://127.0.0.1:4222";
 /// The NATS server binary of Debian's package.
 const NATS_SERVER_BIN: &str = "/usr/sbin/nats-server";
 /// Longest wait for a frame, a server start or a repair.
