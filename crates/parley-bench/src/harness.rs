@@ -8,8 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use parley_client::AdminClient;
+use anyhow::{bail, Result};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::Value;
@@ -22,6 +21,7 @@ use crate::load::{
 };
 use crate::load_report::{self, Common};
 use crate::progress::{bar, phase, with_progress};
+use crate::target::Target;
 use crate::world::{self, World, WorldPlan};
 use crate::BenchArgs;
 
@@ -124,10 +124,10 @@ pub struct Finished<'a, N> {
 }
 
 /// Runs a load-model scenario from the world to the report.
-pub async fn run<S: LoadModel>(args: &BenchArgs, scenario: &S) -> Result<()> {
+pub async fn run<S: LoadModel>(args: &BenchArgs, target: &Target, scenario: &S) -> Result<()> {
     let mut rng = StdRng::seed_from_u64(args.seed);
     let plan = scenario.world(args, &mut rng)?;
-    let setup = setup(args, plan, &mut rng).await?;
+    let setup = setup(target, plan, &mut rng).await?;
     let loaded = scenario.load(args, &setup).await?;
     let Setup { world, devices, .. } = setup;
     let concluded = conclude(&world, devices, &loaded.outcome.acks).await;
@@ -161,11 +161,22 @@ pub async fn run<S: LoadModel>(args: &BenchArgs, scenario: &S) -> Result<()> {
             baseline: baseline.as_ref(),
         },
     )?;
-    load_report::emit(args, report, &latencies, loaded.target_rate_per_s)
+    load_report::emit(args, report, &latencies, loaded.target_rate_per_s)?;
+    let violations = concluded.verification.violations.total();
+    if violations > 0 {
+        bail!(
+            "{violations} violations (lost, duplicated, gaps, reordered or phantom deliveries): \
+             see {}",
+            args.out.join("report.json").display()
+        );
+    }
+    Ok(())
 }
 
 /// The world and its devices, online and tracking.
 pub struct Setup {
+    /// The gateways the devices are spread over.
+    pub target: Target,
     pub world: World,
     pub devices: Devices,
     pub conv_ids: Vec<Arc<str>>,
@@ -216,14 +227,11 @@ impl Setup {
     }
 }
 
-/// Builds the world through the admin API and connects its online devices.
-async fn setup(args: &BenchArgs, plan: WorldPlan, rng: &mut StdRng) -> Result<Setup> {
-    let admin = AdminClient::new(&args.url, &args.admin_token)?;
-    admin
-        .device_client("")
-        .readyz()
-        .await
-        .with_context(|| format!("the server at {} is not ready", args.url))?;
+/// Builds the world through the admin API and connects its online devices, spread over the
+/// gateways round robin.
+async fn setup(target: &Target, plan: WorldPlan, rng: &mut StdRng) -> Result<Setup> {
+    target.check_ready().await?;
+    let admins = target.admins()?;
     phase(&format!(
         "creating {} users, {} devices, {} direct chats, {} groups{}",
         plan.users,
@@ -235,12 +243,12 @@ async fn setup(args: &BenchArgs, plan: WorldPlan, rng: &mut StdRng) -> Result<Se
     ));
     let pb = bar(world::setup_requests(&plan), "requests");
     let step = || pb.inc(1);
-    let world = world::build(&admin, plan, rng, &step).await?;
+    let world = world::build(&admins, plan, rng, &step).await?;
     pb.finish_and_clear();
     phase(&format!("connecting {} devices", world.clients.len()));
     let pb = bar(world.clients.len() as u64, "devices");
     let step = || pb.inc(1);
-    let devices = Devices::connect(&world, &step).await?;
+    let devices = Devices::connect(&world, &target.urls, &step).await?;
     pb.finish_and_clear();
     let conv_ids = world
         .convs
@@ -248,6 +256,7 @@ async fn setup(args: &BenchArgs, plan: WorldPlan, rng: &mut StdRng) -> Result<Se
         .map(|c| Arc::from(c.id.as_str()))
         .collect();
     Ok(Setup {
+        target: target.clone(),
         world,
         devices,
         conv_ids,

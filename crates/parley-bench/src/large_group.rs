@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use futures::{SinkExt, StreamExt};
-use parley_client::{AdminClient, Client, DeliveryMode, NewConversation};
+use parley_client::{Client, DeliveryMode, NewConversation};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cpu::{CpuReadings, CpuSpent};
 use crate::fixtures::{self, bounded, run_tag};
 use crate::report::{micros_histogram, percentiles_ms, publish, record};
+use crate::target::Target;
 use crate::BenchArgs;
 
 /// Initial members named in the create request; the rest join by one add each. 2,000 ids keep
@@ -87,13 +88,13 @@ struct DeviceLog {
     events: u64,
 }
 
-pub async fn run(args: &BenchArgs) -> Result<()> {
+pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
     let lg = &args.large_group;
     if lg.group_online + 1 > lg.group_members || lg.send_rate <= 0.0 {
         bail!("--group-online must be below --group-members, and --send-rate positive");
     }
-    let group = setup(args).await?;
-    let online = Online::connect(args, &group).await;
+    let group = setup(args, target).await?;
+    let online = Online::connect(target.url(), &group).await;
     let warm_deliveries = warm_up(&group, &online).await?;
     let window = measure(args, &group, &online, warm_deliveries).await?;
     let logs = online.stop().await?;
@@ -110,10 +111,10 @@ struct Group {
 }
 
 /// Users, devices for the sender (member 0) and the online members, and the group.
-async fn setup(args: &BenchArgs) -> Result<Group> {
+async fn setup(args: &BenchArgs, target: &Target) -> Result<Group> {
     let lg = &args.large_group;
     let tag = run_tag(6);
-    let admin = AdminClient::new(&args.url, &args.admin_token)?;
+    let admin = target.admin()?;
     let names: Vec<String> = (0..lg.group_members)
         .map(|i| format!("lg{tag}-{i}"))
         .collect();
@@ -179,13 +180,13 @@ struct Online {
 }
 
 impl Online {
-    async fn connect(args: &BenchArgs, group: &Group) -> Online {
+    async fn connect(url: &str, group: &Group) -> Online {
         let delivered = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
         let mut devices = Vec::with_capacity(group.tokens.len() - 1);
         for token in &group.tokens[1..] {
             devices.push(tokio::spawn(device(
-                args.url.clone(),
+                url.to_owned(),
                 token.clone(),
                 group.conv_id.clone(),
                 group.head,

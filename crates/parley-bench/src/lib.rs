@@ -20,6 +20,8 @@ mod sync_feed;
 mod baseline;
 mod conclude;
 mod devices;
+mod gateway_failover;
+mod gateways;
 mod harness;
 mod hot_conversation;
 mod load;
@@ -29,12 +31,15 @@ mod progress;
 mod reconnect_storm;
 mod saturate;
 mod seed_peak;
+mod target;
 mod verify;
 mod world;
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+
+use crate::target::Target;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
@@ -52,16 +57,66 @@ pub enum Scenario {
     HotConversation,
     /// Every device drops and resyncs at once, under load.
     ReconnectStorm,
+    /// Steady load over a group spread over the gateways; one gateway is killed halfway.
+    GatewayFailover,
+}
+
+/// How the gateways the benchmark starts pass committed events to each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GatewayBus {
+    /// In-process: one gateway only.
+    Local,
+    /// PostgreSQL notifications.
+    Postgres,
+    /// A NATS server (--nats-url).
+    Nats,
+}
+
+impl GatewayBus {
+    /// The value of `parley serve --bus`.
+    pub fn as_arg(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Postgres => "postgres",
+            Self::Nats => "nats",
+        }
+    }
 }
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Base URL of the server, e.g. http://127.0.0.1:8080.
-    #[arg(long)]
-    pub url: String,
-    /// The server's admin token: the benchmark creates its own users and devices.
-    #[arg(long, env = "PARLEY_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: String,
+    /// Base URL of the server, e.g. http://127.0.0.1:8080; repeat for several gateways of one
+    /// deployment: the devices of the load-model scenarios are spread over them round robin
+    /// (the other scenarios use the first).
+    #[arg(
+        long,
+        required_unless_present = "gateways",
+        conflicts_with = "gateways"
+    )]
+    pub url: Vec<String>,
+    /// The server's admin token: the benchmark creates its own users and devices. Generated
+    /// when absent and the benchmark starts the gateways itself (--gateways).
+    #[arg(
+        long,
+        env = "PARLEY_ADMIN_TOKEN",
+        hide_env_values = true,
+        required_unless_present = "gateways"
+    )]
+    pub admin_token: Option<String>,
+    /// Start this many `parley serve` processes on --database-url (one database) instead of
+    /// benchmarking --url, and stop them at the end; gateway-failover needs them.
+    #[arg(long, requires = "database_url", value_parser = clap::value_parser!(u32).range(1..=gateways::GATEWAYS_MAX))]
+    pub gateways: Option<u32>,
+    /// Bus of the gateways started with --gateways; `local` only for one.
+    #[arg(long, value_enum, default_value = "nats")]
+    pub bus: GatewayBus,
+    /// NATS server of the gateways started with --gateways --bus nats.
+    #[arg(long, env = "PARLEY_NATS_URL", default_value = gateways::NATS_URL_DEFAULT)]
+    pub nats_url: String,
+    /// Lease of the gateways started with --gateways (passed as PARLEY_GATEWAY_LEASE_MS): short,
+    /// so the routes of a killed gateway are reaped within the run.
+    #[arg(long, default_value_t = gateways::LEASE_MS_DEFAULT)]
+    pub gateway_lease_ms: u64,
     #[arg(long, value_enum, default_value = "push-latency")]
     pub scenario: Scenario,
     /// Messages to send.
@@ -94,7 +149,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// PostgreSQL server for the raw-transaction baseline; it runs in a scratch database that
-    /// is created there and dropped afterwards.
+    /// is created there and dropped afterwards. With --gateways, also the gateways' database.
     #[arg(long, hide_env_values = true)]
     pub database_url: Option<String>,
     /// Users to create (scenario default when absent).
@@ -115,14 +170,28 @@ pub struct BenchArgs {
     pub seed: u64,
 }
 
+/// Runs the scenario against --url, or against gateways it starts (--gateways), which are
+/// stopped afterwards whatever the outcome.
 pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    let target = Target::resolve(&args).await?;
+    let outcome = run(&args, &target).await;
+    target.stop().await;
+    outcome
+}
+
+async fn run(args: &BenchArgs, t: &Target) -> anyhow::Result<()> {
     match args.scenario {
-        Scenario::PushLatency => push_latency::run(&args).await,
-        Scenario::SyncFeed => sync_feed::run(&args).await,
-        Scenario::LargeGroup => large_group::run(&args).await,
-        Scenario::SeedPeak => harness::run(&args, &seed_peak::SeedPeak).await,
-        Scenario::Saturate => harness::run(&args, &saturate::Saturate).await,
-        Scenario::HotConversation => harness::run(&args, &hot_conversation::HotConversation).await,
-        Scenario::ReconnectStorm => harness::run(&args, &reconnect_storm::ReconnectStorm).await,
+        Scenario::PushLatency => push_latency::run(args, t).await,
+        Scenario::SyncFeed => sync_feed::run(args, t).await,
+        Scenario::LargeGroup => large_group::run(args, t).await,
+        Scenario::SeedPeak => harness::run(args, t, &seed_peak::SeedPeak).await,
+        Scenario::Saturate => harness::run(args, t, &saturate::Saturate).await,
+        Scenario::HotConversation => {
+            harness::run(args, t, &hot_conversation::HotConversation).await
+        }
+        Scenario::ReconnectStorm => harness::run(args, t, &reconnect_storm::ReconnectStorm).await,
+        Scenario::GatewayFailover => {
+            harness::run(args, t, &gateway_failover::GatewayFailover).await
+        }
     }
 }

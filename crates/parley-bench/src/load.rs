@@ -10,19 +10,22 @@
 //! Closed loop ([`closed_loop`]): a fixed number of workers, each sending its next message as
 //! soon as the previous one was acked; latency counts from the moment of sending.
 //!
-//! Sends go through [`parley_client::RealtimeHandle::send`], which resends with the same
-//! `client_msg_id` after a lost connection or an unknown outcome.
+//! Sends go through [`DeviceHandle::send`] (the SDK's realtime send), which resends with the
+//! same `client_msg_id` after a lost connection or an unknown outcome, also on the device's
+//! next gateway when it moved.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use parley_client::{ClientError, RealtimeHandle};
+use parley_client::ClientError;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+
+use crate::devices::DeviceHandle;
 
 /// Text of every benchmark message.
 pub const BODY: &str = "benchmark message body";
@@ -191,7 +194,7 @@ fn error_kind(e: &ClientError) -> String {
 
 /// One send through `handle`, recorded in `sink`.
 async fn send_one(
-    handle: RealtimeHandle,
+    handle: DeviceHandle,
     conv_id: Arc<str>,
     plan: SendPlan,
     id: u64,
@@ -278,7 +281,7 @@ impl OpenLoop {
 
 /// Sends at a fixed rate, whatever the answers do. `first_id` numbers the sends.
 pub async fn open_loop(
-    handles: &[RealtimeHandle],
+    handles: &[DeviceHandle],
     conv_ids: &[Arc<str>],
     picker: Picker,
     cfg: OpenLoop,
@@ -333,7 +336,7 @@ pub struct ClosedLoop {
 /// `workers` senders, each with one send in flight, for `duration`. Worker `w` numbers its
 /// sends from `first_id + w * ids_per_worker`.
 pub async fn closed_loop(
-    handles: &[RealtimeHandle],
+    handles: &[DeviceHandle],
     conv_ids: &[Arc<str>],
     picker: Picker,
     cfg: ClosedLoop,

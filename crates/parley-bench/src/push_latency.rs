@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use futures::StreamExt;
-use parley_client::{AdminClient, Client, NewConversation};
+use parley_client::{Client, NewConversation};
 use serde_json::{json, Value};
 use tokio::sync::{Mutex, Semaphore};
 use tokio::task::JoinHandle;
@@ -16,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::fixtures::{self, run_tag, user_with_device};
 use crate::report::{micros_histogram, percentiles_ms, publish, record};
+use crate::target::Target;
 use crate::BenchArgs;
 
 /// A pushed or sent message: its conversation and seq.
@@ -30,9 +31,9 @@ const DRAIN_POLL_MS: u64 = 20;
 /// Time given to the receiver's connection to be registered before the first send.
 const CONNECT_SETTLE_MS: u64 = 200;
 
-pub async fn run(args: &BenchArgs) -> Result<()> {
-    let world = setup(args).await?;
-    let (pushes, recorder) = listen(&args.url, &world.receiver_token).await?;
+pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
+    let world = setup(args, target).await?;
+    let (pushes, recorder) = listen(target.url(), &world.receiver_token).await?;
     let sent = send(args, &world).await?;
     drain(&pushes, sent.acks.len()).await;
     recorder.abort();
@@ -47,9 +48,9 @@ struct World {
     conv_ids: Vec<String>,
 }
 
-async fn setup(args: &BenchArgs) -> Result<World> {
+async fn setup(args: &BenchArgs, target: &Target) -> Result<World> {
     let tag = run_tag(8);
-    let admin = AdminClient::new(&args.url, &args.admin_token)?;
+    let admin = target.admin()?;
     let (sender_id, receiver_id) = (format!("bench-s-{tag}"), format!("bench-r-{tag}"));
     let sender = admin.device_client(&user_with_device(&admin, &sender_id).await?);
     let receiver_token = user_with_device(&admin, &receiver_id).await?;

@@ -32,15 +32,20 @@ const GROUP_MEMBERS_MAX: usize = 100;
 /// Reconnect commands queued at once.
 const RECONNECTS_IN_FLIGHT: usize = 256;
 
-/// Per device: time from the storm to its new connection, and to holding every message that
-/// was acked before the storm.
-fn recovery(logs: &[DeviceLog], acks: &[Ack], storm: Instant) -> Result<Value> {
+/// Per device: time from the storm (or a gateway's death) to its new connection, and to
+/// holding every message that was acked before it.
+pub fn recovery<'a>(
+    logs: impl IntoIterator<Item = &'a DeviceLog>,
+    acks: &[Ack],
+    storm: Instant,
+) -> Result<Value> {
     let acked_at: HashMap<(u32, i64), Instant> =
         acks.iter().map(|a| ((a.conv, a.seq), a.acked)).collect();
     let mut reconnect_h = micros_histogram()?;
     let mut caught_up_h = micros_histogram()?;
-    let (mut reconnected, mut stopped) = (0u64, 0u64);
+    let (mut devices, mut reconnected, mut stopped) = (0u64, 0u64, 0u64);
     for log in logs {
+        devices += 1;
         stopped += log.stopped.len() as u64;
         let Some(back) = log.reconnected.iter().copied().find(|&t| t >= storm) else {
             continue;
@@ -59,7 +64,7 @@ fn recovery(logs: &[DeviceLog], acks: &[Ack], storm: Instant) -> Result<Value> {
         record(&mut caught_up_h, caught_up - storm);
     }
     Ok(json!({
-        "devices": logs.len(),
+        "devices": devices,
         "reconnected": reconnected,
         "sessions_stopped": stopped,
         "reconnect_ms": percentiles_ms(&reconnect_h),

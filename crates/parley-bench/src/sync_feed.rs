@@ -10,11 +10,12 @@ use std::time::Instant;
 
 use anyhow::{ensure, Result};
 use hdrhistogram::Histogram;
-use parley_client::{AdminClient, Client, Conversation, NewConversation};
+use parley_client::{Client, Conversation, NewConversation};
 use serde_json::json;
 
 use crate::fixtures::{bounded, run_tag, user_with_device};
 use crate::report::{micros_histogram, percentiles_ms, publish, record};
+use crate::target::Target;
 use crate::BenchArgs;
 
 /// Conversations that change between the two feed calls, and messages written into each:
@@ -29,8 +30,8 @@ const SEED_CONCURRENCY: usize = 32;
 /// The largest page of events-after.
 const PAGE_LIMIT: u32 = 500;
 
-pub async fn run(args: &BenchArgs) -> Result<()> {
-    let world = seed(args).await?;
+pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
+    let world = seed(args, target).await?;
     let full = full_feed(args, &world).await?;
     let changed = incremental_feed(&world, &full.token).await?;
     let catch_up = catch_up(args, &world, &changed.conversations).await?;
@@ -57,9 +58,9 @@ struct World {
     seed_s: f64,
 }
 
-async fn seed(args: &BenchArgs) -> Result<World> {
+async fn seed(args: &BenchArgs, target: &Target) -> Result<World> {
     let tag = run_tag(8);
-    let admin = AdminClient::new(&args.url, &args.admin_token)?;
+    let admin = target.admin()?;
     let (reader_id, writer_id) = (format!("sync-r-{tag}"), format!("sync-w-{tag}"));
     let reader = admin.device_client(&user_with_device(&admin, &reader_id).await?);
     let writer = admin.device_client(&user_with_device(&admin, &writer_id).await?);

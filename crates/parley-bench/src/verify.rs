@@ -191,7 +191,12 @@ pub async fn verify(world: &World, logs: &[DeviceLog], acks: &[Ack]) -> Verifica
     let results: Vec<_> = stream::iter(pairs)
         .map(|(d, c)| async move {
             let conv = &world.convs[c as usize];
-            let log = final_log(&world.clients[d], &conv.id, conv.epoch, conv.start).await;
+            // A device that moved to another gateway syncs there: its first may be gone.
+            let client = logs
+                .get(d)
+                .and_then(|l| l.moved_to.as_ref())
+                .unwrap_or(&world.clients[d]);
+            let log = final_log(client, &conv.id, conv.epoch, conv.start).await;
             (d, c, log)
         })
         .buffer_unordered(SYNCS_IN_FLIGHT)

@@ -152,10 +152,11 @@ impl World {
     }
 }
 
-/// Creates the users, the online devices and the conversations. `on_step` is called after
+/// Creates the users, the online devices and the conversations. Device `d` is a client of
+/// `admins[d % admins.len()]`'s gateway, so its HTTP calls go there. `on_step` is called after
 /// every request, for the progress display.
 pub async fn build(
-    admin: &AdminClient,
+    admins: &[AdminClient],
     plan: WorldPlan,
     rng: &mut StdRng,
     on_step: &(dyn Fn() + Sync),
@@ -163,8 +164,11 @@ pub async fn build(
     plan.check()?;
     let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let users: Vec<String> = (0..plan.users).map(|i| World::user_id(&tag, i)).collect();
+    let Some(admin) = admins.first() else {
+        bail!("no server to build the world on");
+    };
     create_users(admin, &users, on_step).await?;
-    let clients = issue_devices(admin, &users[..plan.online], on_step).await?;
+    let clients = issue_devices(admins, &users[..plan.online], on_step).await?;
     let wanted = choose_conversations(&plan, rng);
     let convs = create_conversations(&tag, &users, &clients, wanted, on_step).await?;
     let mut device_convs = vec![Vec::new(); plan.online];
@@ -199,14 +203,16 @@ async fn create_users(
     Ok(())
 }
 
-/// A device for each of `users`, as a client logged in with its token.
+/// A device for each of `users`, as a client logged in with its token; user `i`'s device is
+/// a client of `admins[i % admins.len()]`'s gateway.
 async fn issue_devices(
-    admin: &AdminClient,
+    admins: &[AdminClient],
     users: &[String],
     on_step: &(dyn Fn() + Sync),
 ) -> Result<Vec<Client>> {
-    stream::iter(users.iter())
-        .map(|u| async move {
+    stream::iter(users.iter().enumerate())
+        .map(|(i, u)| async move {
+            let admin = &admins[i % admins.len()];
             let token = admin.create_device(u, DEVICE_ID).await;
             on_step();
             let token = token.with_context(|| format!("issuing a device token for {u}"))?;

@@ -324,6 +324,52 @@ mod tests {
     }
 
     #[test]
+    fn bench_takes_several_urls_or_gateways_of_its_own() {
+        let bench = |args: &[&str]| {
+            Cli::try_parse_from(["parley", "bench"].iter().chain(args)).map(|cli| {
+                let Command::Bench(args) = cli.command else {
+                    panic!("expected bench");
+                };
+                args
+            })
+        };
+        let args = bench(&[
+            "--url",
+            "http://a",
+            "--url",
+            "http://b",
+            "--admin-token",
+            "t",
+        ])
+        .expect("several URLs parse");
+        assert_eq!(args.url, ["http://a", "http://b"]);
+        assert_eq!(args.gateways, None);
+        let args = bench(&["--gateways", "3", "--database-url", "postgres://x/db"])
+            .expect("gateways need no URL and no token");
+        assert_eq!(args.gateways, Some(3));
+        assert_eq!(args.bus, parley_bench::GatewayBus::Nats);
+        assert!(args.admin_token.is_none() || std::env::var_os("PARLEY_ADMIN_TOKEN").is_some());
+        assert!(
+            bench(&["--gateways", "3"]).is_err(),
+            "gateways need a database"
+        );
+        assert!(bench(&["--gateways", "0", "--database-url", "postgres://x/db"]).is_err());
+        assert!(
+            bench(&[
+                "--gateways",
+                "2",
+                "--database-url",
+                "postgres://x/db",
+                "--url",
+                "http://a"
+            ])
+            .is_err(),
+            "gateways of its own or --url, not both"
+        );
+        assert!(bench(&["--admin-token", "t"]).is_err(), "a URL or gateways");
+    }
+
+    #[test]
     fn teaching_limits_are_configurable() {
         let cli = Cli::try_parse_from([
             "parley",

@@ -67,12 +67,32 @@ impl Realtime {
     /// retry loop. With several [`RealtimeOptions::gateways`], each is tried once, from a
     /// random one on, and the error is the last one's when none answers.
     pub async fn connect(client: &Client, options: RealtimeOptions) -> Result<Self, ClientError> {
+        Self::connect_tracking(client, options, &[]).await
+    }
+
+    /// [`Realtime::connect`] with `tracked` conversations, each `(conv_id, epoch, cursor)` as
+    /// in [`RealtimeHandle::track`], tracked before the first frame is read. A device that
+    /// moves to another server with the cursors of its old session needs this: tracked after
+    /// the connect, a push arriving first would start its conversation at the pushed event,
+    /// and the later `track` would deliver that event again.
+    pub async fn connect_tracking(
+        client: &Client,
+        options: RealtimeOptions,
+        tracked: &[(&str, i64, i64)],
+    ) -> Result<Self, ClientError> {
         let mut gateways = Gateways::starting_anywhere(client, &options.gateways)?;
         let (identity, socket) = first_connection(&mut gateways, &options).await?;
         let (commands_tx, commands_rx) = mpsc::channel(options.command_queue_len_max.max(1));
         let (deliveries_tx, deliveries_rx) = mpsc::channel(options.delivery_queue_len_max.max(1));
         let gateway = gateways.current().base_url().clone();
         let shared = Arc::new(Shared::new(identity, gateway));
+        for &(conv_id, epoch, seq) in tracked {
+            shared.cursors().track(conv_id, Position { epoch, seq });
+        }
+        if !tracked.is_empty() {
+            // The permit waits for the driver, which catches the conversations up first.
+            shared.wake.notify_one();
+        }
         let cancel = CancellationToken::new();
         let inner = Inner {
             commands: commands_tx,
