@@ -39,8 +39,8 @@ const REAP_BATCHES_PER_TICK_MAX: u32 = 20;
 /// This gateway's lease as the gateway itself sees it.
 pub struct Lease {
     lease: Duration,
-    /// When the last successful renewal was sent; `None` before the first, and after a
-    /// renewal failed.
+    /// When the last successful renewal was sent; `None` before the first and after the
+    /// release.
     renewed_at: Mutex<Option<Instant>>,
     /// Set once shutdown released the lease; a released lease is never renewed again.
     released: AtomicBool,
@@ -118,18 +118,33 @@ impl Lease {
                 false
             }
         };
+        let (was_held, held) = self.record_renewal(sent, ok);
+        if was_held && !ok {
+            tracing::warn!(
+                "gateway lease renewal failed; the lease lapses one length after the last renewal unless the next succeeds"
+            );
+        } else if !was_held && held {
+            tracing::info!("gateway lease held");
+        }
+        ok
+    }
+
+    /// Records a renewal sent at `sent`. A success starts the lease anew from `sent`; a
+    /// failure keeps the start of the last success, because the store's lease runs from that
+    /// renewal and has not lapsed before this gateway's view of it does: one failed renewal
+    /// (a blip of the store) must not refuse connections. Answers whether the lease was held
+    /// before and is held after.
+    fn record_renewal(&self, sent: Instant, ok: bool) -> (bool, bool) {
         let mut renewed_at = self
             .renewed_at
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let was_held = renewed_at.is_some_and(|at| at.elapsed() < self.lease);
-        *renewed_at = ok.then_some(sent);
-        if was_held && !ok {
-            tracing::warn!("gateway lease not held: new connections are refused until renewed");
-        } else if !was_held && ok {
-            tracing::info!("gateway lease held");
+        if ok {
+            *renewed_at = Some(sent);
         }
-        ok
+        let held = renewed_at.is_some_and(|at| at.elapsed() < self.lease);
+        (was_held, held)
     }
 
     /// Deletes the gateway's row and routes; the lease is never renewed again.
@@ -217,6 +232,25 @@ mod tests {
         assert_eq!(lease.state(), LeaseState::Ok);
         tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(lease.state(), LeaseState::Expired);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_renewal_keeps_the_lease_until_one_length_after_the_last_success() {
+        let lease = Lease::new(900);
+        assert_eq!(lease.record_renewal(Instant::now(), true), (false, true));
+        tokio::time::advance(Duration::from_millis(300)).await;
+        // One renewal fails: the lease the store granted 300 ms ago still holds.
+        assert_eq!(lease.record_renewal(Instant::now(), false), (true, true));
+        tokio::time::advance(Duration::from_millis(300)).await;
+        assert_eq!(lease.record_renewal(Instant::now(), false), (true, true));
+        assert_eq!(lease.state(), LeaseState::Ok);
+        // The third interval passes without a success: one length since the last one.
+        tokio::time::advance(Duration::from_millis(300)).await;
+        assert_eq!(lease.state(), LeaseState::Expired);
+        assert_eq!(lease.record_renewal(Instant::now(), false), (false, false));
+        // A success holds it again, from when that renewal was sent.
+        assert_eq!(lease.record_renewal(Instant::now(), true), (false, true));
+        assert_eq!(lease.state(), LeaseState::Ok);
     }
 
     #[test]
