@@ -143,6 +143,14 @@ pub trait Store: Send + Sync + 'static {
     /// Points the device's route at a new connection and answers the route it replaced, whose
     /// connection the caller must close (chapter 05).
     async fn claim_route(&self, route: &Route) -> Result<Option<Route>, StoreError>;
+    /// The device's route as the last claim left it, if any: which gateway and connection
+    /// deliver to it. A gateway checks its connections against it after its bus lost
+    /// announcements, since a lost kick would leave an older connection open.
+    async fn device_route(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+    ) -> Result<Option<Route>, StoreError>;
     /// Deletes the device's route only where it still names `conn_id` (P9). True when deleted.
     async fn release_route(
         &self,

@@ -171,6 +171,14 @@ impl<B: Backend> Store for B {
         route::claim_route(self, route).await
     }
 
+    async fn device_route(
+        &self,
+        user_id: &UserId,
+        device_id: &DeviceId,
+    ) -> Result<Option<Route>, StoreError> {
+        route::device_route(self, (user_id, device_id)).await
+    }
+
     async fn release_route(
         &self,
         user_id: &UserId,

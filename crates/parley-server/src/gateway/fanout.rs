@@ -100,8 +100,9 @@ impl Fanout {
                     notices::apply(&self.hub, self.store.as_ref(), &self.gateway_id, &notice).await
                 }
                 Ok(Announcement::Reconnected) => {
-                    // Revocations announced while the transport was down were lost with the
-                    // heads: every connection's token is checked as after a lag.
+                    // Revocations and kicks announced while the transport was down were lost
+                    // with the heads: every connection's token and route is checked as after
+                    // a lag.
                     self.recheck_tokens();
                     self.repair_all().await
                 }
@@ -124,13 +125,14 @@ impl Fanout {
         if self.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (hub, store, rechecking) = (
+        let (hub, store, rechecking, gateway_id) = (
             self.hub.clone(),
             self.store.clone(),
             self.rechecking.clone(),
+            self.gateway_id.clone(),
         );
         tokio::spawn(async move {
-            notices::recheck_all(&hub, store.as_ref()).await;
+            notices::recheck_all(&hub, store.as_ref(), &gateway_id).await;
             rechecking.store(false, Ordering::Release);
         });
     }

@@ -1,6 +1,7 @@
 //! The connections this gateway holds, by user, and the one way to reach or close them.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use axum::extract::ws::Message;
@@ -69,6 +70,9 @@ pub struct ConnHandle {
     /// Hash of the token the connection authenticated with, so that when the device's token
     /// is revoked or replaced, only the connections of a token that no longer works close.
     pub token_hash: String,
+    /// Set once the device's route names this connection in the store: only then can a route
+    /// naming another connection mean that this one was replaced.
+    route_claimed: AtomicBool,
     tx: mpsc::Sender<Message>,
     close: watch::Sender<Option<CloseReason>>,
 }
@@ -85,9 +89,20 @@ impl ConnHandle {
             conn_id,
             device_id,
             token_hash,
+            route_claimed: AtomicBool::new(false),
             tx,
             close,
         }
+    }
+
+    /// Records that the device's route was claimed for this connection.
+    pub fn mark_route_claimed(&self) {
+        self.route_claimed.store(true, Ordering::Release);
+    }
+
+    /// Whether the device's route was claimed for this connection.
+    pub fn route_claimed(&self) -> bool {
+        self.route_claimed.load(Ordering::Acquire)
     }
 
     /// Queues a frame without waiting. A full queue closes the connection as too slow: one

@@ -100,12 +100,33 @@ async fn close_revoked(hub: &Hub, store: &dyn Store, user_id: &UserId, device_id
     check_tokens(store, conns, Some(CloseReason::Shutdown)).await;
 }
 
-/// Checks the token of every connection here and closes those revoked. The fanout calls it
-/// after it lost announcements: a lost read frame is repaired by sync, a lost revocation would
-/// leave its socket open. When the store cannot answer, connections stay as they are: nothing
-/// says they were revoked.
-pub async fn recheck_all(hub: &Hub, store: &dyn Store) {
-    check_tokens(store, hub.all_connections(), None).await;
+/// Checks the token and the route of every connection here, and closes those revoked (4003)
+/// and those whose device's route now names another connection (4001). The fanout calls it
+/// after it lost announcements: a lost read frame is repaired by sync, but a lost revocation
+/// or a lost kick would leave its socket open. When the store cannot answer, connections stay
+/// as they are: nothing says they were revoked or replaced.
+pub async fn recheck_all(hub: &Hub, store: &dyn Store, gateway_id: &str) {
+    let conns = hub.all_connections();
+    check_routes(store, gateway_id, &conns).await;
+    check_tokens(store, conns, None).await;
+}
+
+/// Closes with `kicked` every connection whose route was claimed and now names another
+/// connection, here or on another gateway. A missing route kicks nothing: a reaper or a
+/// release removed it, and no newer connection claimed it.
+async fn check_routes(store: &dyn Store, gateway_id: &str, conns: &[(UserId, Arc<ConnHandle>)]) {
+    for (user_id, conn) in conns.iter().filter(|(_, c)| c.route_claimed()) {
+        match store.device_route(user_id, &conn.device_id).await {
+            Ok(Some(route)) if route.gateway_id != gateway_id || route.conn_id != conn.conn_id => {
+                conn.close(CloseReason::Kicked)
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check a connection's route against the store");
+                return;
+            }
+        }
+    }
 }
 
 /// Asks the store once per token whether it still authenticates the device of its

@@ -186,6 +186,7 @@ async fn serve_connection(
     let claimed = state.store().claim_route(&route).await;
     if claimed.is_ok() {
         metrics.route_claims.inc();
+        handle.mark_route_claimed();
     }
     match claimed {
         Ok(Some(prev)) if prev.conn_id != conn_id => {

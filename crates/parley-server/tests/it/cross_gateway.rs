@@ -187,3 +187,54 @@ async fn the_kick_comes_from_the_notice_not_the_route_table(bus: GatewayBus) -> 
     stop_all(nodes).await;
     Ok(())
 }
+
+/// A kick lost with the bus is repaired once the bus reconnects: the phone's route is taken in
+/// the store with no notice at all (as if the kick were published while A's listener was
+/// down), A's connection stays open, then A's listener connection is killed; after it
+/// reconnects, A checks its connections' routes and closes the phone's with `kicked` + 4001.
+/// The laptop of the same user on A, whose route still names its connection, stays open.
+/// `PgBus` only: its listener connection can be killed on demand, while the NATS client
+/// buffers what is published during a disconnect, so a notice cannot be lost on purpose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kick_lost_with_the_bus_is_repaired_once_the_bus_reconnected_pgbus() -> Result<()> {
+    let nodes = TestServer::start_gateways_on(&bus_of(false), 2, ServerConfig::default()).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let ana = unique("u-ana");
+    let phone = a.user_with_device(&ana).await;
+    let laptop = a.device(&ana, "laptop").await;
+    let mut ws_phone = online(a.base_url(), phone.token()).await?;
+    let mut ws_laptop = online(a.base_url(), laptop.token()).await?;
+    route_of(a, &ana, TEST_DEVICE_ID)
+        .await?
+        .context("the phone's route on A")?;
+    route_of(a, &ana, "laptop")
+        .await?
+        .context("the laptop's route on A")?;
+
+    let taken = Route {
+        user_id: UserId::parse(&ana)?,
+        device_id: DeviceId::parse(TEST_DEVICE_ID)?,
+        gateway_id: b.pg_bus().gateway_id().to_owned(),
+        conn_id: unique("conn"),
+    };
+    b.store().claim_route(&taken).await?;
+    quiet(&mut ws_phone, "the phone on A, its kick not announced").await?;
+    ping(&mut ws_phone, 1).await?;
+
+    let listener = format!("parley-listen {}", a.pg_bus().gateway_id());
+    let killed: i64 = a
+        .sql()
+        .one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = $1) AS t",
+            &[listener.as_str().into()],
+        )
+        .await?;
+    ensure!(killed == 1, "{killed} listener backends terminated");
+    let (code, frames) = ws_phone.until_close(WAIT).await?;
+    ensure!(code == 4001, "close code {code} on A");
+    ensure!(frames.contains(&json!({"type": "kicked"})), "{frames:?}");
+    ping(&mut ws_laptop, 2).await?;
+    stop_all(nodes).await;
+    Ok(())
+}

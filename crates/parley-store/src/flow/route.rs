@@ -3,10 +3,10 @@
 
 use parley_domain::{DeviceId, UserId};
 
-use super::{StoreFuture, WriteTx};
+use super::{ReadTx, StoreFuture, WriteTx};
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::query::Arg;
+use crate::query::{Arg, Sql};
 use crate::rows;
 use crate::types::{GatewayLease, Route};
 
@@ -44,6 +44,27 @@ pub(crate) trait RouteTx: WriteTx {
     }
     /// Points the device's route at `route`'s gateway and connection.
     fn upsert_route(&mut self, route: &Route) -> impl StoreFuture<()>;
+}
+
+/// The device's route, read on its own; the same statement on both stores.
+const DEVICE_ROUTE_SQL: &str =
+    "SELECT gateway_id, conn_id FROM routes WHERE user_id = $1 AND device_id = $2";
+
+pub(crate) async fn device_route<B: Backend>(
+    backend: &B,
+    (user_id, device_id): (&UserId, &DeviceId),
+) -> Result<Option<Route>, StoreError> {
+    let mut tx = backend.begin_read().await?;
+    let args = [Arg::Text(user_id.as_str()), Arg::Text(device_id.as_str())];
+    let found = tx.fetch_optional(DEVICE_ROUTE_SQL, &args).await?;
+    tx.finish().await?;
+    let found = found.as_ref().map(rows::route).transpose()?;
+    Ok(found.map(|(gateway_id, conn_id)| Route {
+        user_id: user_id.clone(),
+        device_id: device_id.clone(),
+        gateway_id,
+        conn_id,
+    }))
 }
 
 pub(crate) async fn claim_route<B: Backend>(

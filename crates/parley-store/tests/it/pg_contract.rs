@@ -370,3 +370,8 @@ async fn check_10_released_gateway_leaves_nothing() -> Result<()> {
 async fn check_10_gateway_listing_is_sorted() -> Result<()> {
     contract::gateway_leases::gateway_listing_is_sorted(&*store().await).await
 }
+
+#[tokio::test]
+async fn check_10_device_route_names_the_last_claim() -> Result<()> {
+    contract::gateway_leases::device_route_names_the_last_claim(&*store().await).await
+}

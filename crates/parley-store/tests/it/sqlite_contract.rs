@@ -232,3 +232,9 @@ async fn check_10_gateway_listing_is_sorted() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::gateway_leases::gateway_listing_is_sorted(&*store).await
 }
+
+#[tokio::test]
+async fn check_10_device_route_names_the_last_claim() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::gateway_leases::device_route_names_the_last_claim(&*store).await
+}

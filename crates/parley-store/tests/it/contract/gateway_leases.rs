@@ -36,6 +36,42 @@ async fn leases(store: &dyn Store) -> Result<Vec<(String, i64, bool)>> {
         .collect())
 }
 
+/// The device's route names the last claim, not an earlier one, and is gone once released.
+pub async fn device_route_names_the_last_claim(store: &dyn Store) -> Result<()> {
+    let route = |gateway_id: &str, conn_id: &str| -> Result<Route> {
+        Ok(Route {
+            user_id: UserId::parse("u-route")?,
+            device_id: DeviceId::parse("d1")?,
+            gateway_id: gateway_id.to_owned(),
+            conn_id: conn_id.to_owned(),
+        })
+    };
+    let (user, device) = (UserId::parse("u-route")?, DeviceId::parse("d1")?);
+    ensure!(
+        store.device_route(&user, &device).await?.is_none(),
+        "no route before a claim"
+    );
+    store.claim_route(&route("gw-a", "c-1")?).await?;
+    store.claim_route(&route("gw-b", "c-2")?).await?;
+    let found = store.device_route(&user, &device).await?;
+    ensure!(
+        found == Some(route("gw-b", "c-2")?),
+        "the last claim: {found:?}"
+    );
+    // Another device of the user has no route of its own.
+    let other = store.device_route(&user, &DeviceId::parse("d2")?).await?;
+    ensure!(other.is_none(), "another device: {other:?}");
+    ensure!(
+        store.release_route(&user, &device, "c-2").await?,
+        "released"
+    );
+    ensure!(
+        store.device_route(&user, &device).await?.is_none(),
+        "no route after the release"
+    );
+    Ok(())
+}
+
 /// Expired and unregistered gateways' routes are reaped in batches of at most the asked
 /// length, live ones are kept, and the expired gateway row goes once it has no routes.
 pub async fn expired_routes_are_reaped_in_batches(store: &dyn Store) -> Result<()> {
