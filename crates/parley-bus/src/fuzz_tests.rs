@@ -98,7 +98,7 @@ fn event() -> impl Strategy<Value = Event> {
                     body: (!recalled).then_some(body),
                     recalled,
                     subject_user: Some(UserId::parse(&subject).expect("generated user id")),
-                    target_seq: (with_target && seq > 1).then(|| seq / 2),
+                    target_seq: (with_target && seq > 1).then_some(seq / 2),
                 }
             },
         )
