@@ -1,24 +1,37 @@
 //! The payload of one message between gateways, as compact JSON:
 //!
 //! ```text
-//! {"origin":"gw-a","heads":[["conv",12],["c2",7]],"notices":[{"kind":"revoke","user":"u","device":"d"}]}
+//! {"origin":"gw-a","heads":[["conv",12],["c2",7]],
+//!  "events":[{"conv":"conv","seq":12,"kind":"msg","at_us":1700000000000000,"body":"hi",..}],
+//!  "notices":[{"kind":"revoke","user":"u","device":"d"}]}
 //! ```
 //!
 //! `origin` names the sending gateway, so it can ignore its own payloads coming back. `heads`
-//! holds the coalesced heads; `notices` the notices in order, and is left out when there are
-//! none, so a payload of heads alone reads as it did before notices existed. A transport
-//! limits a payload's size; [`encode`] splits a batch into as many payloads as needed.
+//! holds the coalesced heads; `events` the committed events a bus carries along with their
+//! heads, each of at most [`EVENT_INLINE_BYTES_MAX`] bytes encoded, so a receiving gateway
+//! pushes them without reading the log; `notices` the notices in order. `events` and
+//! `notices` are left out when empty, so a payload of heads alone reads as it did before
+//! either existed, and a gateway that does not know `events` still reads every head. An event
+//! too large to travel is left out and counted: its head still travels, and the receiver reads
+//! the event from the log. A transport limits a payload's size; [`encode`] splits a batch
+//! into as many payloads as needed, a conversation's events before its head.
 //!
 //! Decoding trusts nothing: the channel may be open to other clients, so anything that is not
-//! what a gateway sends refuses the whole payload. The one exception is a notice of a kind this
-//! version does not know, which is skipped and counted, so a newer gateway can add kinds
-//! without cutting older ones off.
+//! what a gateway sends refuses the whole payload; every id of an event is parsed as the
+//! domain parses it. The one exception is a notice of a kind this version does not know,
+//! which is skipped and counted, so a newer gateway can add kinds without cutting older ones
+//! off.
 
-use parley_domain::{ConvId, DeviceId, Role, UserId};
+use chrono::DateTime;
+use parley_domain::{Body, ClientMsgId, ConvId, DeviceId, Event, EventKind, Role, UserId};
 use serde::{Deserialize, Serialize};
 
 use crate::coalesce::Batch;
 use crate::Notice;
+
+/// Largest encoded event that travels in a payload; a larger one travels as its head only.
+/// Small messages, the bulk of the traffic, fit; a payload still holds many events.
+pub const EVENT_INLINE_BYTES_MAX: usize = 4_096;
 
 /// A batch as payloads, and what could not be sent because it did not fit even alone.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -26,13 +39,19 @@ pub struct Encoded {
     pub payloads: Vec<String>,
     pub heads_oversized: usize,
     pub notices_oversized: usize,
+    /// Events of the batch that travel as their heads only: larger than
+    /// [`EVENT_INLINE_BYTES_MAX`] or than a payload. Nothing is lost: the receiver reads them
+    /// from the log.
+    pub events_left_out: usize,
 }
 
 /// One payload as received.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub struct Decoded {
     pub origin: String,
     pub heads: Vec<(ConvId, i64)>,
+    /// The events carried, in the order they were encoded: each conversation's in seq order.
+    pub events: Vec<Event>,
     pub notices: Vec<Notice>,
     /// Notices of kinds this version does not know, skipped.
     pub notices_unknown: usize,
@@ -151,10 +170,101 @@ impl WireNotice {
     }
 }
 
+/// An event as it travels: ids as plain strings, the commit time in microseconds since the
+/// epoch (the precision of the stores and of the client wire format), fields of other kinds
+/// left out.
+#[derive(Serialize, Deserialize)]
+struct WireEvent {
+    conv: String,
+    seq: i64,
+    kind: String,
+    at_us: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sender_user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sender_device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_msg_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    recalled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject_user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target_seq: Option<i64>,
+}
+
+impl From<&Event> for WireEvent {
+    fn from(event: &Event) -> Self {
+        Self {
+            conv: event.conv_id.to_string(),
+            seq: event.seq,
+            kind: event.kind.as_str().to_owned(),
+            at_us: event.created_at.timestamp_micros(),
+            message_id: event.message_id.map(|m| m.to_string()),
+            sender_user: event.sender_user.as_ref().map(ToString::to_string),
+            sender_device: event.sender_device.clone(),
+            client_msg_id: event.client_msg_id.clone(),
+            body: event.body.clone(),
+            recalled: event.recalled,
+            subject_user: event.subject_user.as_ref().map(ToString::to_string),
+            target_seq: event.target_seq,
+        }
+    }
+}
+
+/// `Some(None)` for an absent field, `Some(Some(v))` for a valid one, `None` for an invalid one.
+fn parse_opt<T>(field: Option<String>, parse: impl FnOnce(&str) -> Option<T>) -> Option<Option<T>> {
+    match field {
+        None => Some(None),
+        Some(s) => parse(&s).map(Some),
+    }
+}
+
+impl WireEvent {
+    /// The event with every id parsed; `None` when any field is not valid.
+    fn parse(self) -> Option<Event> {
+        let seq = (self.seq >= 1).then_some(self.seq)?;
+        let target_seq = match self.target_seq {
+            None => None,
+            Some(t) => Some((1..seq).contains(&t).then_some(t)?),
+        };
+        Some(Event {
+            conv_id: ConvId::parse(&self.conv).ok()?,
+            seq,
+            kind: EventKind::parse(&self.kind)?,
+            created_at: DateTime::from_timestamp_micros(self.at_us)?,
+            message_id: parse_opt(self.message_id, |s| uuid::Uuid::parse_str(s).ok())?,
+            sender_user: parse_opt(self.sender_user, |s| UserId::parse(s).ok())?,
+            sender_device: parse_opt(self.sender_device, |s| {
+                DeviceId::parse(s).ok().map(|d| d.to_string())
+            })?,
+            client_msg_id: parse_opt(self.client_msg_id, |s| {
+                ClientMsgId::parse(s).ok().map(|_| s.to_owned())
+            })?,
+            // An event that travels is at most EVENT_INLINE_BYTES_MAX bytes encoded, so its
+            // body is too.
+            body: parse_opt(self.body, |s| {
+                Body::parse(s, EVENT_INLINE_BYTES_MAX)
+                    .ok()
+                    .map(|b| b.as_str().to_owned())
+            })?,
+            recalled: self.recalled,
+            subject_user: parse_opt(self.subject_user, |s| UserId::parse(s).ok())?,
+            target_seq,
+        })
+    }
+}
+
 #[derive(Deserialize)]
 struct WirePayload {
     origin: String,
     heads: Vec<(String, i64)>,
+    #[serde(default)]
+    events: Vec<WireEvent>,
     #[serde(default)]
     notices: Vec<serde_json::Value>,
 }
@@ -170,6 +280,10 @@ pub fn decode(payload: &str) -> Option<Decoded> {
         }
         heads.push((conv_id, head));
     }
+    let mut events = Vec::with_capacity(wire.events.len());
+    for event in wire.events {
+        events.push(event.parse()?);
+    }
     let mut notices = Vec::with_capacity(wire.notices.len());
     let mut notices_unknown = 0;
     for value in wire.notices {
@@ -184,29 +298,37 @@ pub fn decode(payload: &str) -> Option<Decoded> {
     Some(Decoded {
         origin: wire.origin,
         heads,
+        events,
         notices,
         notices_unknown,
     })
 }
 
 const HEADS_END: &str = "]";
+const EVENTS_START: &str = ",\"events\":[";
 const NOTICES_START: &str = ",\"notices\":[";
-const NOTICES_END: &str = "]";
+const LIST_END: &str = "]";
 const PAYLOAD_END: &str = "}";
 
+/// The lists of a payload, in the order they are written.
 #[derive(Clone, Copy)]
 enum Part {
-    Head,
-    Notice,
+    Head = 0,
+    Event = 1,
+    Notice = 2,
+}
+
+/// One list of a payload being filled: its items and their bytes in total.
+#[derive(Default)]
+struct List {
+    items: Vec<String>,
+    bytes: usize,
 }
 
 /// One payload being filled, with its encoded length kept exact as parts are added.
 struct Payload<'a> {
     prefix: &'a str,
-    heads: Vec<String>,
-    heads_bytes: usize,
-    notices: Vec<String>,
-    notices_bytes: usize,
+    lists: [List; 3],
 }
 
 /// Bytes of `n` items of `bytes` in total between brackets: the items and their commas.
@@ -214,64 +336,57 @@ fn joined_len(n: usize, bytes: usize) -> usize {
     bytes + n.saturating_sub(1)
 }
 
+/// Bytes of an optional list of `n` items of `bytes` in total: nothing when it is empty.
+fn optional_len(start: &str, n: usize, bytes: usize) -> usize {
+    match n {
+        0 => 0,
+        n => start.len() + joined_len(n, bytes) + LIST_END.len(),
+    }
+}
+
 impl<'a> Payload<'a> {
     fn new(prefix: &'a str) -> Self {
         Self {
             prefix,
-            heads: Vec::new(),
-            heads_bytes: 0,
-            notices: Vec::new(),
-            notices_bytes: 0,
+            lists: Default::default(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.heads.is_empty() && self.notices.is_empty()
+        self.lists.iter().all(|l| l.items.is_empty())
     }
 
     /// The encoded length with `extra` more bytes in one more item of `part`.
     fn len_with(&self, part: Part, extra: usize) -> usize {
-        let (mut heads, mut notices) = (
-            (self.heads.len(), self.heads_bytes),
-            (self.notices.len(), self.notices_bytes),
-        );
-        let grown = match part {
-            Part::Head => &mut heads,
-            Part::Notice => &mut notices,
-        };
+        let mut sizes = self.lists.each_ref().map(|l| (l.items.len(), l.bytes));
+        let grown = &mut sizes[part as usize];
         *grown = (grown.0 + 1, grown.1 + extra);
-        let notices_len = match notices.0 {
-            0 => 0,
-            n => NOTICES_START.len() + joined_len(n, notices.1) + NOTICES_END.len(),
-        };
+        let [heads, events, notices] = sizes;
         self.prefix.len()
             + joined_len(heads.0, heads.1)
             + HEADS_END.len()
-            + notices_len
+            + optional_len(EVENTS_START, events.0, events.1)
+            + optional_len(NOTICES_START, notices.0, notices.1)
             + PAYLOAD_END.len()
     }
 
     fn push(&mut self, part: Part, item: String) {
-        match part {
-            Part::Head => {
-                self.heads_bytes += item.len();
-                self.heads.push(item);
-            }
-            Part::Notice => {
-                self.notices_bytes += item.len();
-                self.notices.push(item);
-            }
-        }
+        let list = &mut self.lists[part as usize];
+        list.bytes += item.len();
+        list.items.push(item);
     }
 
     fn finish(self) -> String {
+        let [heads, events, notices] = self.lists;
         let mut out = String::from(self.prefix);
-        out.push_str(&self.heads.join(","));
+        out.push_str(&heads.items.join(","));
         out.push_str(HEADS_END);
-        if !self.notices.is_empty() {
-            out.push_str(NOTICES_START);
-            out.push_str(&self.notices.join(","));
-            out.push_str(NOTICES_END);
+        for (start, list) in [(EVENTS_START, events), (NOTICES_START, notices)] {
+            if !list.items.is_empty() {
+                out.push_str(start);
+                out.push_str(&list.items.join(","));
+                out.push_str(LIST_END);
+            }
         }
         out.push_str(PAYLOAD_END);
         out
@@ -312,7 +427,9 @@ impl<'a> Packer<'a> {
 }
 
 /// Encodes a batch into as few payloads of at most `payload_bytes_max` bytes as it takes, and
-/// counts the heads and notices that could not fit even alone.
+/// counts the heads and notices that could not fit even alone and the events left out.
+/// A conversation's events go before its head, so when a split falls between them the
+/// receiver gets the events first and pushes them without reading the log.
 pub fn encode(origin: &str, batch: &Batch, payload_bytes_max: usize) -> Encoded {
     let prefix = format!(
         "{{\"origin\":{},\"heads\":[",
@@ -326,6 +443,14 @@ pub fn encode(origin: &str, batch: &Batch, payload_bytes_max: usize) -> Encoded 
     };
     let mut encoded = Encoded::default();
     for (conv_id, head) in batch.heads() {
+        for event in batch.events(conv_id) {
+            let item = serde_json::to_string(&WireEvent::from(&**event))
+                .ok()
+                .filter(|item| item.len() <= EVENT_INLINE_BYTES_MAX);
+            if !item.is_some_and(|item| packer.add(Part::Event, item)) {
+                encoded.events_left_out += 1;
+            }
+        }
         let pair = format!("[{},{head}]", serde_json::Value::from(conv_id.as_str()));
         if !packer.add(Part::Head, pair) {
             encoded.heads_oversized += 1;
@@ -345,6 +470,7 @@ pub fn encode(origin: &str, batch: &Batch, payload_bytes_max: usize) -> Encoded 
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+    use std::sync::Arc;
 
     use super::*;
     use crate::coalesce::Outbound;
@@ -368,6 +494,49 @@ mod tests {
         let mut batch = Batch::new();
         entries.into_iter().for_each(|e| batch.add(e));
         batch
+    }
+
+    fn at() -> chrono::DateTime<chrono::Utc> {
+        DateTime::from_timestamp_micros(1_700_000_000_123_456).expect("valid time")
+    }
+
+    /// A message of `body` at `seq`, every field a message has filled in.
+    fn msg(c: &str, seq: i64, body: &str) -> Event {
+        Event {
+            conv_id: conv(c),
+            seq,
+            kind: EventKind::Msg,
+            created_at: at(),
+            message_id: Some(uuid::Uuid::from_u128(
+                0x6f1c_2a9e_0000_4000_8000_0000_0000_0001,
+            )),
+            sender_user: Some(user("u-ana")),
+            sender_device: Some("phone".into()),
+            client_msg_id: Some("k-1 \"quoted\" ✓".into()),
+            body: Some(body.into()),
+            recalled: false,
+            subject_user: None,
+            target_seq: None,
+        }
+    }
+
+    /// One event of every kind, a recalled message among them.
+    fn every_event_kind() -> Vec<Event> {
+        let ana = user("u-ana");
+        let mut recalled = msg("c-1", 2, "x");
+        recalled.body = None;
+        recalled.recalled = true;
+        vec![
+            Event::membership(&conv("c-1"), 1, EventKind::Join, &ana, &user("u-ben"), at()),
+            recalled,
+            msg("c-1", 3, "hello\nworld \u{1F600}"),
+            Event::recall(&conv("c-1"), 4, &ana, 2, at()),
+            Event::membership(&conv("c-1"), 5, EventKind::Leave, &ana, &ana, at()),
+        ]
+    }
+
+    fn events_batch(events: &[Event]) -> Batch {
+        batch(events.iter().cloned().map(|e| Outbound::Event(Arc::new(e))))
     }
 
     fn every_kind() -> Vec<Notice> {
@@ -548,5 +717,116 @@ mod tests {
                 device_id: device("d"),
             }]
         );
+    }
+
+    #[test]
+    fn events_travel_with_their_head_and_arrive_as_they_were_sent() {
+        let sent = every_event_kind();
+        let encoded = encode("gw-a", &events_batch(&sent), MAX);
+        assert_eq!(encoded.payloads.len(), 1);
+        assert_eq!(encoded.events_left_out, 0);
+        let decoded = decode(&encoded.payloads[0]).expect("payload decodes");
+        assert_eq!(decoded.heads, vec![(conv("c-1"), 5)]);
+        assert_eq!(decoded.events, sent);
+    }
+
+    #[test]
+    fn a_batch_without_events_encodes_as_before() {
+        let encoded = encode("gw-a", &batch([Outbound::Head(conv("c-1"), 7)]), MAX);
+        assert!(!encoded.payloads[0].contains("events"));
+        let decoded = decode(r#"{"origin":"gw-a","heads":[["c-1",7]]}"#).expect("decodes");
+        assert!(decoded.events.is_empty());
+    }
+
+    #[test]
+    fn an_event_too_large_travels_as_its_head_only() {
+        let small = msg("c-1", 1, "hi");
+        let large = msg("c-1", 2, &"x".repeat(EVENT_INLINE_BYTES_MAX));
+        let after = msg("c-1", 3, "after");
+        let encoded = encode(
+            "gw-a",
+            &events_batch(&[small.clone(), large, after.clone()]),
+            MAX,
+        );
+        assert_eq!(encoded.events_left_out, 1);
+        assert_eq!((encoded.heads_oversized, encoded.notices_oversized), (0, 0));
+        let decoded = decode(&encoded.payloads[0]).expect("payload decodes");
+        assert_eq!(decoded.heads, vec![(conv("c-1"), 3)]);
+        assert_eq!(decoded.events, vec![small, after]);
+        // Just at the limit still travels.
+        let mut edge = msg("c-1", 1, "");
+        let bare = serde_json::to_string(&WireEvent::from(&edge))
+            .expect("encodes")
+            .len();
+        edge.body = Some("y".repeat(EVENT_INLINE_BYTES_MAX - bare));
+        let encoded = encode("gw-a", &events_batch(&[edge.clone()]), MAX * 2);
+        assert_eq!(encoded.events_left_out, 0);
+        let decoded = decode(&encoded.payloads[0]).expect("payload decodes");
+        assert_eq!(decoded.events, vec![edge]);
+    }
+
+    #[test]
+    fn events_split_across_payloads_each_below_the_limit_and_in_order() {
+        let body = "b".repeat(1_000);
+        let sent: Vec<Event> = (1..=40).map(|seq| msg("c-1", seq, &body)).collect();
+        let encoded = encode("gw-a", &events_batch(&sent), MAX);
+        assert!(encoded.payloads.len() > 1);
+        assert_eq!(encoded.events_left_out, 0);
+        let mut events = Vec::new();
+        let mut heads = Vec::new();
+        for p in &encoded.payloads {
+            assert!(p.len() <= MAX, "payload of {} bytes", p.len());
+            let decoded = decode(p).expect("payload decodes");
+            events.extend(decoded.events);
+            heads.extend(decoded.heads);
+        }
+        assert_eq!(events, sent);
+        assert_eq!(heads, vec![(conv("c-1"), 40)], "the head after its events");
+        assert!(!encoded.payloads[0].contains(r#""heads":[["#));
+    }
+
+    #[test]
+    fn a_malformed_event_refuses_the_whole_payload() {
+        let good = serde_json::to_value(WireEvent::from(&msg("c-1", 3, "hi"))).expect("encodes");
+        let with = |field: &str, value: serde_json::Value| {
+            let mut event = good.clone();
+            event[field] = value;
+            serde_json::json!({"origin": "gw-a", "heads": [["c-1", 3]], "events": [good, event]})
+                .to_string()
+        };
+        let without = |field: &str| {
+            let mut event = good.clone();
+            event.as_object_mut().expect("an object").remove(field);
+            serde_json::json!({"origin": "gw-a", "heads": [], "events": [event]}).to_string()
+        };
+        // The negative control: the unaltered event is accepted.
+        assert!(decode(&with("seq", 4.into())).is_some());
+        for bad in [
+            with("conv", "bad id".into()),
+            with("seq", 0.into()),
+            with("seq", (-3).into()),
+            with("seq", "4".into()),
+            with("kind", "shout".into()),
+            with("at_us", i64::MAX.into()),
+            with("message_id", "not-a-uuid".into()),
+            with("sender_user", "bad id".into()),
+            with("sender_device", "a:b".into()),
+            with("client_msg_id", "".into()),
+            with("body", "".into()),
+            with("body", "nul\0".into()),
+            with("body", "z".repeat(EVENT_INLINE_BYTES_MAX + 1).into()),
+            with("subject_user", "".into()),
+            with("target_seq", 3.into()),
+            with("target_seq", 0.into()),
+            with("recalled", "yes".into()),
+            without("conv"),
+            without("seq"),
+            without("kind"),
+            without("at_us"),
+            r#"{"origin":"gw-a","heads":[],"events":{}}"#.to_owned(),
+            r#"{"origin":"gw-a","heads":[],"events":[7]}"#.to_owned(),
+        ] {
+            assert!(decode(&bad).is_none(), "accepted {bad}");
+        }
     }
 }

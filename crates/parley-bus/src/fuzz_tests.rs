@@ -1,13 +1,16 @@
 //! Fuzz targets for the bus payload codec, as property tests on stable Rust. A gateway reads
 //! payloads that other processes wrote: any text never panics the decoder, and what it accepts
-//! holds only parsed ids and heads of zero or more. Any batch encodes into payloads within the
-//! size limit that decode back to the batch, less what was counted as too large to send.
+//! holds only parsed ids, heads of zero or more and events of seq one or more. Any batch,
+//! events included, encodes into payloads within the size limit that decode back to the
+//! batch, less what was counted as too large to send.
 //! Cases per target come from `PROPTEST_CASES` (the test script sets it; `scripts/fuzz.sh`
 //! runs longer).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use parley_domain::{ConvId, DeviceId, Role, UserId};
+use chrono::DateTime;
+use parley_domain::{ConvId, DeviceId, Event, EventKind, Role, UserId};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -52,8 +55,58 @@ fn notice() -> impl Strategy<Value = Notice> {
     ]
 }
 
+/// Events of every kind, with free text in the body and client message id and sizes on both
+/// sides of the inline limit.
+fn event() -> impl Strategy<Value = Event> {
+    let kind = prop_oneof![
+        Just(EventKind::Msg),
+        Just(EventKind::Recall),
+        Just(EventKind::Join),
+        Just(EventKind::Leave)
+    ];
+    let body = prop_oneof![
+        "[^\\x00]{1,40}",
+        (1usize..6_000).prop_map(|n| "b".repeat(n))
+    ];
+    (
+        (id(), 1i64..i64::MAX, kind, 0i64..4_000_000_000_000_000),
+        (
+            any::<u128>(),
+            id(),
+            id(),
+            "[^\\x00\\p{Cc}]{1,30}",
+            body,
+            any::<bool>(),
+        ),
+        (id(), any::<bool>()),
+    )
+        .prop_map(
+            |(
+                (conv, seq, kind, at_us),
+                (uuid, user, device, key, body, recalled),
+                (subject, with_target),
+            )| {
+                Event {
+                    conv_id: ConvId::parse(&conv).expect("generated conv id"),
+                    seq,
+                    kind,
+                    created_at: DateTime::from_timestamp_micros(at_us).expect("generated time"),
+                    message_id: Some(uuid::Uuid::from_u128(uuid)),
+                    sender_user: Some(UserId::parse(&user).expect("generated user id")),
+                    sender_device: Some(device),
+                    client_msg_id: Some(key),
+                    body: (!recalled).then_some(body),
+                    recalled,
+                    subject_user: Some(UserId::parse(&subject).expect("generated user id")),
+                    target_seq: (with_target && seq > 1).then_some(seq / 2),
+                }
+            },
+        )
+}
+
 fn outbound() -> impl Strategy<Value = Outbound> {
     prop_oneof![
+        event().prop_map(|e| Outbound::Event(Arc::new(e))),
         (id(), 0i64..i64::MAX).prop_map(|(conv, head)| Outbound::Head(
             ConvId::parse(&conv).expect("generated conv id"),
             head
@@ -76,6 +129,11 @@ fn near_payload() -> impl Strategy<Value = String> {
         Just(json!({"kind": "kick", "user": "u", "device": "d", "gateway": "", "conn": 1})),
         Just(json!({"kind": "future", "anything": 1})),
         Just(json!({"kind": 7})),
+        Just(json!({"conv": "c", "seq": 2, "kind": "msg", "at_us": 1, "body": "hi"})),
+        Just(json!({"conv": "c", "seq": 0, "kind": "msg", "at_us": 1})),
+        Just(json!({"conv": "c", "seq": 2, "kind": "join", "at_us": 1, "target_seq": 5})),
+        Just(json!({"conv": "c", "seq": 2, "kind": "msg", "at_us": 1, "body": ""})),
+        Just(json!({"conv": "c", "seq": 2, "kind": "msg", "at_us": 1, "message_id": "x"})),
     ];
     let heads = prop::collection::vec((value.clone(), value.clone()), 0..4).prop_map(|pairs| {
         Value::from(
@@ -85,11 +143,16 @@ fn near_payload() -> impl Strategy<Value = String> {
                 .collect::<Vec<_>>(),
         )
     });
-    (value.clone(), heads, prop::collection::vec(value, 0..4)).prop_map(
-        |(origin, heads, notices)| {
-            json!({ "origin": origin, "heads": heads, "notices": notices }).to_string()
-        },
+    (
+        value.clone(),
+        heads,
+        prop::collection::vec(value.clone(), 0..4),
+        prop::collection::vec(value, 0..4),
     )
+        .prop_map(|(origin, heads, events, notices)| {
+            json!({ "origin": origin, "heads": heads, "events": events, "notices": notices })
+                .to_string()
+        })
 }
 
 proptest! {
@@ -105,6 +168,9 @@ proptest! {
             let names_nothing = |n: &Notice| matches!(n, Notice::RouteTaken { gateway_id, conn_id, .. }
                 if gateway_id.is_empty() || conn_id.is_empty());
             prop_assert!(!decoded.notices.iter().any(names_nothing), "{text}");
+            let sound = |e: &Event| e.seq >= 1 && e.target_seq.is_none_or(|t| t >= 1 && t < e.seq)
+                && e.body.as_ref().is_none_or(|b| !b.is_empty());
+            prop_assert!(decoded.events.iter().all(sound), "{text}");
         }
     }
 
@@ -118,6 +184,7 @@ proptest! {
         let encoded = encode("gw-1", &batch, payload_bytes_max);
         let mut heads = HashMap::new();
         let mut notices = Vec::new();
+        let mut events: Vec<Event> = Vec::new();
         for payload in &encoded.payloads {
             prop_assert!(payload.len() <= payload_bytes_max, "{} bytes", payload.len());
             let decoded = decode(payload).expect("an encoded payload decodes");
@@ -125,6 +192,13 @@ proptest! {
             prop_assert_eq!(decoded.notices_unknown, 0);
             heads.extend(decoded.heads);
             notices.extend(decoded.notices);
+            events.extend(decoded.events);
+        }
+        prop_assert_eq!(events.len() + encoded.events_left_out, batch.events_len());
+        for event in &events {
+            let kept = batch.events(&event.conv_id);
+            prop_assert!(kept.iter().any(|k| **k == *event), "an event not in the batch");
+            prop_assert!(batch.heads().get(&event.conv_id).is_some_and(|h| *h >= event.seq));
         }
         prop_assert_eq!(heads.len() + encoded.heads_oversized, batch.heads().len());
         for (conv, head) in &heads {

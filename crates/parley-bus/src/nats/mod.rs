@@ -3,12 +3,16 @@
 //! As with `PgBus`, nothing here runs inside a write transaction:
 //!
 //! - [`NatsBus::announce`] and [`NatsBus::notify`] hand the full event or the notice to this
-//!   node's subscribers at once and queue `(conv_id, head)` or the notice in a bounded queue;
+//!   node's subscribers at once and queue the event (a shared pointer) or the notice in a
+//!   bounded queue;
 //! - a publisher task (`publisher.rs`) drains what accumulated, coalesces it
-//!   ([`crate::coalesce`]), groups it by subject ([`subjects`]) and publishes each group as
-//!   payloads of at most [`NATS_PAYLOAD_BYTES_MAX`] bytes ([`crate::codec`]);
-//! - a receiver task (`receiver.rs`) turns other gateways' payloads into head-only
-//!   announcements and notices, skipping this gateway's own;
+//!   ([`crate::coalesce`]: the highest head of each conversation, and its events up to a bound
+//!   per batch), groups it by subject ([`subjects`]) and publishes each group as payloads of
+//!   at most [`NATS_PAYLOAD_BYTES_MAX`] bytes ([`crate::codec`]), with every event of at most
+//!   [`crate::codec::EVENT_INLINE_BYTES_MAX`] bytes encoded; a larger one travels as its head;
+//! - a receiver task (`receiver.rs`) turns other gateways' payloads into announcements of
+//!   events (pushed by the fanout without reading the store when they follow what it pushed),
+//!   of heads beyond them (read from the log) and notices, skipping this gateway's own;
 //! - a watcher task follows the client's connection events: while disconnected the bus is
 //!   [`degraded`](crate::EventBus::degraded); after a reconnect it publishes
 //!   [`Announcement::Reconnected`](crate::Announcement::Reconnected), so the fanout reads every
@@ -249,9 +253,8 @@ impl NatsBus {
 
 impl EventBus for NatsBus {
     fn announce(&self, event: Arc<Event>) {
-        let entry = Outbound::Head(event.conv_id.clone(), event.seq);
-        self.inner.local.announce(event);
-        self.queue(entry);
+        self.inner.local.announce(event.clone());
+        self.queue(Outbound::Event(event));
     }
 
     fn notify(&self, notice: Notice) {
@@ -290,6 +293,122 @@ async fn flush(client: &async_nats::Client) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Announcement;
+    use chrono::DateTime;
+    use parley_domain::{ConvId, EventKind, UserId};
+
+    const NATS_SERVER_BIN: &str = "/usr/sbin/nats-server";
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A private `nats-server` on a free port, killed when dropped.
+    struct NatsServer(std::process::Child, u16);
+
+    impl NatsServer {
+        async fn start() -> NatsServer {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let child = std::process::Command::new(NATS_SERVER_BIN)
+                .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("nats-server starts");
+            let deadline = tokio::time::Instant::now() + WAIT;
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "nats-server not listening"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            NatsServer(child, port)
+        }
+
+        fn url(&self) -> String {
+            format!("nats://127.0.0.1:{}", self.1)
+        }
+    }
+
+    impl Drop for NatsServer {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn message(conv_id: &ConvId, seq: i64, body: String) -> Arc<Event> {
+        let ana = UserId::parse("u-ana").expect("valid user id");
+        let mut event = Event::membership(
+            conv_id,
+            seq,
+            EventKind::Join,
+            &ana,
+            &ana,
+            DateTime::from_timestamp_micros(1_700_000_000_000_001).expect("valid time"),
+        );
+        event.kind = EventKind::Msg;
+        event.subject_user = None;
+        event.body = Some(body);
+        Arc::new(event)
+    }
+
+    /// The next committed announcement of `conv_id` on `sub`, within [`WAIT`].
+    async fn next_committed(sub: &mut Subscription, conv_id: &ConvId) -> crate::Committed {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                match sub.recv().await.expect("subscription open") {
+                    Announcement::Committed(c) if &c.conv_id == conv_id => return c,
+                    _ => continue,
+                }
+            }
+        })
+        .await
+        .expect("an announcement within the wait")
+    }
+
+    #[tokio::test]
+    async fn a_small_event_arrives_whole_and_a_large_one_as_its_head() {
+        let server = NatsServer::start().await;
+        let stop = CancellationToken::new();
+        let a = NatsBus::start(&server.url(), "gw-a".into(), stop.clone())
+            .await
+            .expect("bus a starts");
+        let b = NatsBus::start(&server.url(), "gw-b".into(), stop.clone())
+            .await
+            .expect("bus b starts");
+        let mut on_b = b.subscribe();
+        let conv_id = ConvId::parse("c-1").expect("valid conv id");
+
+        let small = message(&conv_id, 1, "hello".into());
+        a.announce(small.clone());
+        let got = next_committed(&mut on_b, &conv_id).await;
+        assert_eq!(got.head, 1);
+        assert_eq!(
+            got.event.as_deref(),
+            Some(&*small),
+            "the event itself travels"
+        );
+
+        let large = message(
+            &conv_id,
+            2,
+            "x".repeat(crate::codec::EVENT_INLINE_BYTES_MAX),
+        );
+        a.announce(large);
+        let got = next_committed(&mut on_b, &conv_id).await;
+        assert_eq!((got.head, got.event.is_none()), (2, true), "a head alone");
+
+        assert_eq!(b.stats().malformed, 0);
+        assert_eq!(a.stats().lost, 0);
+        stop.cancel();
+        a.stopped().await;
+        b.stopped().await;
+    }
 
     #[test]
     fn reconnect_waits_grow_and_stay_bounded() {

@@ -91,15 +91,16 @@ impl Publisher {
     }
 }
 
-/// The batch split by subject: heads by conversation shard, notices by user shard, each
-/// subject's notices in their order.
+/// The batch split by subject: heads and events by conversation shard, notices by user
+/// shard, each subject's notices in their order.
 fn by_subject(batch: &Batch) -> HashMap<String, Batch> {
     let mut groups: HashMap<String, Batch> = HashMap::new();
     for (conv_id, head) in batch.heads() {
-        groups
-            .entry(conv_subject(conv_id))
-            .or_default()
-            .add(Outbound::Head(conv_id.clone(), *head));
+        let group = groups.entry(conv_subject(conv_id)).or_default();
+        for event in batch.events(conv_id) {
+            group.add(Outbound::Event(event.clone()));
+        }
+        group.add(Outbound::Head(conv_id.clone(), *head));
     }
     for notice in batch.notices() {
         groups
