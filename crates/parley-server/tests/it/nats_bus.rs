@@ -72,35 +72,53 @@ async fn stop_all(nodes: Vec<TestServer>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_10_every_device_on_every_gateway_nats() -> Result<()> {
-    let bus = GatewayBus::Nats(SHARED_NATS_URL.into());
-    let nodes = TestServer::start_gateways_on(&bus, 2, ServerConfig::default()).await;
-    let (a, b) = (&nodes[0], &nodes[1]);
-    let ana = a.user_with_device("u-ana").await;
-    let ben = a.user_with_device("u-ben").await;
+    every_device_on_every_gateway(GatewayBus::Nats(SHARED_NATS_URL.into()), "nats").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_10_every_device_on_every_gateway_pgbus() -> Result<()> {
+    every_device_on_every_gateway(GatewayBus::Postgres, "pgbus").await
+}
+
+/// 10-every-device-on-every-gateway: three members of one group, each online on another of
+/// three gateways, take turns sending through their own gateway; every device receives every
+/// message exactly once and in seq order, and nothing after the head.
+async fn every_device_on_every_gateway(bus: GatewayBus, name: &str) -> Result<()> {
+    const SENDS: usize = 60;
+    let nodes = TestServer::start_gateways_on(&bus, 3, ServerConfig::default()).await;
+    let users = ["u-ana", "u-ben", "u-cy"];
+    let mut clients = Vec::new();
+    for (node, user) in nodes.iter().zip(users) {
+        clients.push(node.user_with_device(user).await);
+    }
     // Other processes may share this NATS server: a conversation id of this process.
-    let conv = format!("c-nats-{}", std::process::id());
-    ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id(&conv))
+    let conv = format!("c-{name}-{}", std::process::id());
+    clients[0]
+        .create_conversation(&NewConversation::group(["u-ben", "u-cy"]).with_conv_id(&conv))
         .await?;
-    let mut ws_ben = online(b.base_url(), ben.token()).await?;
-    let mut ws_ana = online(a.base_url(), ana.token()).await?;
+    let mut sockets = Vec::new();
+    for (node, client) in nodes.iter().zip(&clients) {
+        sockets.push(online(node.base_url(), client.token()).await?);
+    }
     let mut acked = Vec::new();
-    for i in 0..50 {
-        acked.push(ana.send(&conv, &format!("m-{i}"), "x").await?.seq);
+    for i in 0..SENDS {
+        let sender = &clients[i % clients.len()];
+        acked.push(sender.send(&conv, &format!("m-{i}"), "x").await?.seq);
     }
     let (first, head) = (acked[0], acked[acked.len() - 1]);
     ensure_exact(&acked, first, head)?;
-    let on_b = pushed_until(&mut ws_ben, &conv, head, WAIT).await?;
-    ensure_exact_from(&on_b, first, head)?;
-    let on_a = pushed_until(&mut ws_ana, &conv, head, WAIT).await?;
-    ensure_exact_from(&on_a, first, head)?;
-    // Nothing more comes: no duplicate from the other gateway's copy of the announcement.
-    ensure!(
-        ws_ben
-            .next_json(Duration::from_millis(300))
-            .await?
-            .is_none(),
-        "a frame after the head"
-    );
+    for (ws, user) in sockets.iter_mut().zip(users) {
+        let pushed = pushed_until(ws, &conv, head, WAIT).await?;
+        ensure_exact_from(&pushed, first, head).with_context(|| format!("pushed to {user}"))?;
+    }
+    // Nothing more comes: no duplicate from another gateway's copy of an announcement.
+    for (ws, user) in sockets.iter_mut().zip(users) {
+        let after = ws.next_json(Duration::from_millis(300)).await?;
+        ensure!(
+            after.is_none(),
+            "a frame after the head at {user}: {after:?}"
+        );
+    }
     stop_all(nodes).await;
     Ok(())
 }
