@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use crate::metrics::{scrape, value};
-use crate::two_gateways::{bus_of, online, ping, quiet, stop_all, unique, WAIT};
+use crate::two_gateways::{bus_of, kill_listener, online, ping, quiet, stop_all, unique, WAIT};
 use crate::ws_support::Ws;
 use anyhow::{bail, ensure, Context, Result};
 use parley_bus::Notice;
@@ -221,16 +221,7 @@ async fn a_kick_lost_with_the_bus_is_repaired_once_the_bus_reconnected_pgbus() -
     quiet(&mut ws_phone, "the phone on A, its kick not announced").await?;
     ping(&mut ws_phone, 1).await?;
 
-    let listener = format!("parley-listen {}", a.pg_bus().gateway_id());
-    let killed: i64 = a
-        .sql()
-        .one(
-            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-              WHERE datname = current_database() AND application_name = $1) AS t",
-            &[listener.as_str().into()],
-        )
-        .await?;
-    ensure!(killed == 1, "{killed} listener backends terminated");
+    kill_listener(a).await?;
     let (code, frames) = ws_phone.until_close(WAIT).await?;
     ensure!(code == 4001, "close code {code} on A");
     ensure!(frames.contains(&json!({"type": "kicked"})), "{frames:?}");

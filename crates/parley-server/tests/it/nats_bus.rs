@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::two_gateways::stop_all;
 use crate::ws_support::Ws;
 use anyhow::{bail, ensure, Context, Result};
 use parley_client::NewConversation;
@@ -62,12 +63,6 @@ fn ensure_exact_from(seqs: &[i64], from: i64, to: i64) -> Result<()> {
     );
     let since: Vec<i64> = seqs.iter().copied().filter(|s| *s >= from).collect();
     ensure_exact(&since, from, to)
-}
-
-async fn stop_all(nodes: Vec<TestServer>) {
-    for node in nodes {
-        node.stop().await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,6 +42,22 @@ pub async fn online(base_url: &str, token: &str) -> Result<Ws> {
     Ok(ws)
 }
 
+/// Terminates the `PgBus` listener connection of `node`, as a network fault would; the bus
+/// reconnects on its own and announces `Reconnected`.
+pub async fn kill_listener(node: &TestServer) -> Result<()> {
+    let listener = format!("parley-listen {}", node.pg_bus().gateway_id());
+    let killed: i64 = node
+        .sql()
+        .one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = $1) AS t",
+            &[listener.as_str().into()],
+        )
+        .await?;
+    ensure!(killed == 1, "{killed} listener backends terminated");
+    Ok(())
+}
+
 /// A ping answered: the connection is open and served.
 pub async fn ping(ws: &mut Ws, req_id: u64) -> Result<()> {
     ws.send(json!({"type": "ping", "req_id": req_id})).await?;
@@ -258,16 +274,7 @@ async fn a_revocation_lost_with_the_bus_closes_the_socket_once_the_bus_reconnect
     quiet(&mut ws, "the phone on B, its revocation not announced").await?;
     ping(&mut ws, 1).await?;
 
-    let listener = format!("parley-listen {}", b.pg_bus().gateway_id());
-    let killed: i64 = b
-        .sql()
-        .one(
-            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-              WHERE datname = current_database() AND application_name = $1) AS t",
-            &[listener.as_str().into()],
-        )
-        .await?;
-    ensure!(killed == 1, "{killed} listener backends terminated");
+    kill_listener(b).await?;
     let (code, _) = ws.until_close(WAIT).await?;
     ensure!(code == 4003, "close code {code}");
     ensure!(
