@@ -9,12 +9,41 @@ use parley_store::pg::PgStore;
 use parley_store::Store;
 use parley_testkit::TestDb;
 
-async fn store() -> Arc<dyn Store> {
-    Arc::new(pg().await)
+/// A fresh store and the database under it, which is dropped with this value when the test
+/// passed: keep it until the test is done with the store.
+struct Fresh {
+    store: Arc<dyn Store>,
+    _db: TestDb,
 }
 
-async fn pg() -> PgStore {
-    TestDb::create().await.store().await
+impl Fresh {
+    /// The store, for checks that share it between tasks.
+    fn arc(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+}
+
+impl std::ops::Deref for Fresh {
+    type Target = dyn Store;
+
+    fn deref(&self) -> &(dyn Store + 'static) {
+        &*self.store
+    }
+}
+
+async fn store() -> Fresh {
+    let (db, store) = pg().await;
+    Fresh {
+        store: Arc::new(store),
+        _db: db,
+    }
+}
+
+/// A fresh database and a store on it; the database goes when the `TestDb` is dropped.
+async fn pg() -> (TestDb, PgStore) {
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    (db, store)
 }
 
 #[tokio::test]
@@ -39,12 +68,12 @@ async fn check_04_idempotency_mismatch() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_concurrent_replay_one_row() -> Result<()> {
-    contract::concurrent_replay_one_row(store().await).await
+    contract::concurrent_replay_one_row(store().await.arc()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_seq_gapless() -> Result<()> {
-    contract::seq_gapless(store().await).await
+    contract::seq_gapless(store().await.arc()).await
 }
 
 #[tokio::test]
@@ -74,7 +103,7 @@ async fn check_11_periods_bound_reads() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_conversations_gapless() -> Result<()> {
-    contract::many_conversations_gapless(store().await).await
+    contract::many_conversations_gapless(store().await.arc()).await
 }
 
 #[tokio::test]
@@ -100,7 +129,7 @@ async fn check_11_recall_window() -> Result<()> {
 /// Besides the contract, the stored row itself: no body, a recall time, the fingerprint kept.
 #[tokio::test]
 async fn check_11_recall_erases_body() -> Result<()> {
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let (conv, seq) = contract::recall_erases_body(&pg).await?;
     let (body, recalled, hash): (Option<String>, bool, Option<String>) = sqlx::query_as(
         "SELECT body, recalled_at IS NOT NULL, request_hash FROM events WHERE conv_id = $1 AND seq = $2",
@@ -150,7 +179,7 @@ async fn check_11_purge_never_waits_for_a_busy_conversation() -> Result<()> {
     use chrono::Duration;
     use parley_domain::ConvKind;
 
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let ana = contract::user(&pg, "u-ana").await?;
     let mut ids = Vec::new();
     for name in ["c-busy", "c-free"] {
@@ -228,7 +257,7 @@ async fn check_07_sync_feed_only_changed() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_09_read_monotonic() -> Result<()> {
-    contract::read_monotonic(store().await).await
+    contract::read_monotonic(store().await.arc()).await
 }
 
 #[tokio::test]
@@ -243,7 +272,7 @@ async fn check_09_own_send_advances_read() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let pool = pg.pool().clone();
     let conv = contract::concurrent_mixed_sends_answered_each(Arc::new(pg)).await?;
     // Sends committed in one transaction share its timestamp: fewer timestamps than messages
@@ -262,7 +291,7 @@ async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_concurrent_sends_to_many_conversations() -> Result<()> {
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let pool = pg.pool().clone();
     contract::concurrent_sends_to_many_conversations(Arc::new(pg)).await?;
     // A transaction's timestamp shared by messages of several conversations shows batches
