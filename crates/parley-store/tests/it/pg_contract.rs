@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::contention::{self, CommitHold};
 use crate::contract;
 use anyhow::ensure;
 use anyhow::Result;
@@ -311,12 +312,17 @@ async fn check_04_concurrent_sends_to_many_conversations() -> Result<()> {
 
 /// Two nodes on one database: each store batches its own sends, so concurrent identical sends
 /// on one node are settled in its queue; across nodes only the row lock and the key check
-/// settle them. 16 identical sends on each of two stores -> one row, one dup=false; 100
-/// distinct sends on each -> seqs without a hole.
+/// settle them. 32 identical sends across two stores -> one row, one dup=false; 200 distinct
+/// sends across them -> seqs without a hole. In each round the first send is held inside its
+/// COMMIT until a session of the other node is seen blocked by it on the conversation's row
+/// lock: the database guard, not a node's queue, settled the round (`contention.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_two_nodes_replay_one_row_and_gapless() -> Result<()> {
     let db = TestDb::create().await;
-    let nodes = [Arc::new(db.store().await), Arc::new(db.store().await)];
+    let nodes = [
+        Arc::new(contention::node_store(&db, 0).await?),
+        Arc::new(contention::node_store(&db, 1).await?),
+    ];
     let ana = contract::user(&*nodes[0], "u-ana").await?;
     let ben = contract::user(&*nodes[0], "u-ben").await?;
     let conv = nodes[0]
@@ -328,21 +334,23 @@ async fn check_04_two_nodes_replay_one_row_and_gapless() -> Result<()> {
         ))
         .await?
         .conv_id;
+    let pool = nodes[0].pool().clone();
 
-    let start = Arc::new(tokio::sync::Barrier::new(32));
+    // Round 1: identical sends. The first commits last of all, after the other node waited.
+    let hold = CommitHold::install(&db, &pool).await?;
     let mut tasks = Vec::new();
     for i in 0..32 {
-        let (node, conv, ana, start) = (
-            nodes[i % 2].clone(),
-            conv.clone(),
-            ana.clone(),
-            start.clone(),
-        );
+        let (node, conv, ana) = (nodes[i % 2].clone(), conv.clone(), ana.clone());
         tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            contract::send(&*node, &conv, &ana, "m-same", "hello").await
+            contract::send(&*node, &conv, &ana, "m-same", contention::HELD_BODY).await
         }));
+        if i == 0 {
+            hold.wait_until_holding(&pool).await?;
+        }
     }
+    let (blocked, blocker) = contention::wait_for_cross_node_block(&pool).await?;
+    ensure!(blocked != blocker, "{blocked} blocked by itself");
+    hold.release().await?;
     let mut acks = Vec::new();
     for t in tasks {
         acks.push(t.await??);
@@ -354,16 +362,23 @@ async fn check_04_two_nodes_replay_one_row_and_gapless() -> Result<()> {
         "{fresh} fresh answers, seqs {seqs:?}"
     );
 
-    let start = Arc::new(tokio::sync::Barrier::new(200));
+    // Round 2: distinct sends, the first held the same way.
+    let hold = CommitHold::install_lock_only(&db).await?;
     let mut tasks = Vec::new();
     for i in 0..200 {
-        let (node, conv, start) = (nodes[i % 2].clone(), conv.clone(), start.clone());
+        let (node, conv) = (nodes[i % 2].clone(), conv.clone());
         let from = if i % 4 < 2 { ana.clone() } else { ben.clone() };
+        let body = if i == 0 { contention::HELD_BODY } else { "x" };
         tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            contract::send(&*node, &conv, &from, &format!("m-{i}"), "x").await
+            contract::send(&*node, &conv, &from, &format!("m-{i}"), body).await
         }));
+        if i == 0 {
+            hold.wait_until_holding(&pool).await?;
+        }
     }
+    let (blocked, blocker) = contention::wait_for_cross_node_block(&pool).await?;
+    ensure!(blocked != blocker, "{blocked} blocked by itself");
+    hold.release().await?;
     let mut seqs = Vec::new();
     for t in tasks {
         let ack = t.await??;
