@@ -22,6 +22,7 @@ mod recall_retention;
 mod seed_case;
 mod sync_and_read;
 mod two_gateways;
+mod waits;
 mod ws_bounds;
 mod ws_delivery;
 mod ws_origin;

@@ -66,8 +66,11 @@ async fn check_05_old_cleanup_keeps_new_route(store: StoreKind) -> Result<()> {
     new.next_of("pong", WAIT).await?;
     let (code, _) = old.until_close(WAIT).await?;
     ensure!(code == 4001, "old close code {code}");
-    // Give the old connection's cleanup time to run, then check the route is the new one's.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server cleans up after the close handshake, which the old client ends by leaving.
+    // The cleanup, its route release included, has run once the connection left the count of
+    // open connections; then the route must still be the new one's.
+    drop(old);
+    crate::waits::open_websockets(&server, 1.0, WAIT).await?;
     let second = route_conn(&server, "u-ana").await?;
     ensure!(
         second.is_some() && second != first,
