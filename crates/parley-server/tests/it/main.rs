@@ -10,6 +10,7 @@ mod gateway_leases;
 mod group_fanout;
 mod http_concurrency;
 mod http_contract;
+mod http_precedence;
 mod input_rules;
 mod lease_expiry;
 mod metrics;
