@@ -26,6 +26,7 @@ mod two_gateways;
 mod waits;
 mod ws_bounds;
 mod ws_delivery;
+mod ws_idle;
 mod ws_origin;
 mod ws_ownership;
 mod ws_protocol;
