@@ -57,15 +57,13 @@ async fn silent_client_closed(server: &TestServer, token: &str, closes: f64) -> 
         "the silent client was closed after {took} ms, before the limit of {IDLE_MS} ms"
     );
     // Its socket holds the server's pings and then the close frame.
-    loop {
-        match silent.next_or_close(WAIT).await? {
-            Next::Frame(f) => bail!("the silent client got {f}"),
-            Next::Closed(code) => {
-                ensure!(code == 1000, "idle close code {code}");
-                return Ok(());
-            }
-            Next::Quiet => bail!("the silent client's socket has no close frame"),
+    match silent.next_or_close(WAIT).await? {
+        Next::Frame(f) => bail!("the silent client got {f}"),
+        Next::Closed(code) => {
+            ensure!(code == 1000, "idle close code {code}");
+            Ok(())
         }
+        Next::Quiet => bail!("the silent client's socket has no close frame"),
     }
 }
 
