@@ -13,6 +13,7 @@ mod http_contract;
 mod http_precedence;
 mod input_rules;
 mod lease_expiry;
+mod membership_churn;
 mod metrics;
 mod nats_bus;
 mod outcome_unknown;
