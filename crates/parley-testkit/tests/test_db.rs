@@ -1,6 +1,6 @@
 //! The test database kit against the machine's PostgreSQL.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, ensure, Context, Result};
 use parley_testkit::{
@@ -20,6 +20,24 @@ async fn server() -> Result<PgConnection> {
     let url = std::env::var(TEST_DATABASE_URL_ENV)
         .unwrap_or_else(|_| TEST_DATABASE_URL_DEFAULT.to_owned());
     Ok(PgConnection::connect(&url).await?)
+}
+
+/// Longest wait for a dropped database to be gone: the server finishes a `DROP DATABASE` after
+/// its client stopped waiting, once a checkpoint is done, which on a busy server takes seconds.
+const GONE_WAIT_MS: u64 = 60_000;
+/// Pause between two looks at the catalog.
+const GONE_POLL_MS: u64 = 50;
+
+/// Waits until `name` no longer exists, for at most `GONE_WAIT_MS`; false if it still does.
+async fn gone(conn: &mut PgConnection, name: &str) -> Result<bool> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(GONE_WAIT_MS);
+    while exists(conn, name).await? {
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(GONE_POLL_MS)).await;
+    }
+    Ok(true)
 }
 
 async fn drop_db(conn: &mut PgConnection, name: &str) -> Result<()> {
@@ -117,7 +135,7 @@ async fn a_passing_test_drops_its_database() -> Result<()> {
         "{name} went with a clone still held"
     );
     drop(clone);
-    ensure!(!exists(&mut conn, &name).await?, "{name} survived its test");
+    ensure!(gone(&mut conn, &name).await?, "{name} survived its test");
     drop(store);
     Ok(())
 }
@@ -144,7 +162,7 @@ async fn keep_on_err_keeps_the_database_of_an_err_only() -> Result<()> {
         bail!("expected two databases, got {names:?}");
     };
     ensure!(
-        !exists(&mut conn, passed).await?,
+        gone(&mut conn, passed).await?,
         "{passed} survived its passed test"
     );
     let kept = exists(&mut conn, failed).await?;
