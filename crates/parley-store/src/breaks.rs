@@ -155,7 +155,7 @@ mod tests {
         assert_eq!(Breaks::default().to_string(), "none");
     }
 
-    #[cfg(feature = "test-breaks")]
+    /// Every test build has the feature (the test kit turns it on).
     #[test]
     fn names_are_parsed_and_reported() {
         let breaks = Breaks::parse("ack-before-commit, no-row-lock").expect("known names");
@@ -165,15 +165,6 @@ mod tests {
         assert_eq!(
             Breaks::parse("no-row-lock,typo"),
             Err(BreaksError::Unknown("typo".into()))
-        );
-    }
-
-    #[cfg(not(feature = "test-breaks"))]
-    #[test]
-    fn without_the_feature_a_named_break_is_refused() {
-        assert_eq!(
-            Breaks::parse("ack-before-commit"),
-            Err(BreaksError::NotCompiled("ack-before-commit".into()))
         );
     }
 }

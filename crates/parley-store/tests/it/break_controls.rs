@@ -241,7 +241,7 @@ async fn gapless(
 async fn check_04_control_seq_without_row_lock() -> Result<()> {
     let (db, store, ana, ben, conv) = chat(ConvKind::Group, "c-gapless").await?;
     let distinct = |i: usize| {
-        let from = if i % 2 == 0 { ana.clone() } else { ben.clone() };
+        let from = [&ana, &ben][i % 2].clone();
         (from, format!("m-{i}"))
     };
     let total = DISTINCT_SENDS as i64;
@@ -257,7 +257,7 @@ async fn check_04_control_seq_without_row_lock() -> Result<()> {
 
     let broken = racing_stores(&db, "no-row-lock").await?;
     let more = |i: usize| {
-        let from = if i % 2 == 0 { ana.clone() } else { ben.clone() };
+        let from = [&ana, &ben][i % 2].clone();
         (from, format!("n-{i}"))
     };
     let answers = race(&db, &broken, &conv, DISTINCT_SENDS, more).await?;
@@ -275,6 +275,9 @@ async fn check_04_control_seq_without_row_lock() -> Result<()> {
     Ok(())
 }
 
+/// A store kind's name, a store of it with every guard and one without the broken guard.
+type KindGuardedBroken = (&'static str, Arc<dyn Store>, Arc<dyn Store>);
+
 /// `05-control-cleanup-without-compare-and-delete`: with `cleanup-without-cad`, the old
 /// connection's cleanup deletes the new connection's route, so the contract check
 /// `05-old-cleanup-keeps-new-route` (`contract::old_cleanup_keeps_new_route`) fails with exactly
@@ -290,7 +293,7 @@ async fn check_05_control_cleanup_without_compare_and_delete() -> Result<()> {
         store.migrate().await?;
         anyhow::Ok(store)
     };
-    let stores: [(&str, Arc<dyn Store>, Arc<dyn Store>); 2] = [
+    let stores: [KindGuardedBroken; 2] = [
         (
             "postgres",
             Arc::new(guarded_db.store().await),
