@@ -37,7 +37,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // by a build without the `test-breaks` feature (never silently ignored).
     let breaks = Breaks::from_env().context("refusing to start")?;
     if !breaks.is_empty() {
-        tracing::warn!(breaks = %breaks, "test breaks active: {breaks}");
+        tracing::warn!("test breaks active: {breaks}");
     }
     let admin_token = resolve_admin_token(&args)?;
     let config = server_config(&args, admin_token)?;
