@@ -146,11 +146,31 @@ async fn rows_of_key(pool: &PgPool, conv: &ConvId, key: &str) -> Result<i64> {
 /// `04-control-check-then-insert-duplicates`: 32 concurrent identical sends over four stores
 /// with `no-unique-index` (the key checked before the row lock) and the unique index
 /// `events_request_key` dropped land more than one row, which `04-concurrent-replay-one-row`
-/// (`pg_contract.rs`) forbids. The same race without the break, the index still dropped, lands
-/// one row: the key check under the lock is the guard, the index only its backstop.
+/// (`pg_contract.rs`) forbids. With the break and the index kept, the index refuses the late
+/// requests (one row); without the break, the index dropped, the race lands one row: the key
+/// check under the lock is the guard, the index its backstop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_control_check_then_insert_duplicates() -> Result<()> {
     let (db, store, ana, _ben, conv) = chat(ConvKind::Direct, "c-replay").await?;
+    let broken = racing_stores(&db, "no-unique-index").await?;
+
+    // With the break and the index in place, the index stops the second row: the late
+    // requests fail on `events_request_key` instead of answering as replays.
+    let answers = race(&db, &broken, &conv, REPLAY_SENDS, |_| {
+        (ana.clone(), "m-indexed".to_owned())
+    })
+    .await?;
+    let rows = rows_of_key(store.pool(), &conv, "m-indexed").await?;
+    let refused = answers
+        .iter()
+        .filter(|a| matches!(a, Err(e) if e.to_string().contains("events_request_key")))
+        .count();
+    println!("04-control-check-then-insert-duplicates (index kept): rows = {rows}, refused by the index = {refused}");
+    ensure!(
+        rows == 1 && refused > 0,
+        "with the index the break must end in one row and refusals: {rows} rows, {refused} refused"
+    );
+
     sqlx::query("DROP INDEX events_request_key")
         .execute(store.pool())
         .await?;
@@ -169,7 +189,6 @@ async fn check_04_control_check_then_insert_duplicates() -> Result<()> {
         "without the break the check must pass: {rows} rows, {fresh} fresh answers"
     );
 
-    let broken = racing_stores(&db, "no-unique-index").await?;
     let answers = race(&db, &broken, &conv, REPLAY_SENDS, |_| {
         (ana.clone(), "m-again".to_owned())
     })
