@@ -1,6 +1,7 @@
 //! One test binary for the crate: every integration test links once, which keeps
 //! builds fast and small. Each module below is one former test file.
 
+mod break_controls;
 mod contention;
 mod contract;
 mod p10_statements;
