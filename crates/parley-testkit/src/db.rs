@@ -16,6 +16,11 @@
 //!   `#[tokio::test] async fn … -> Result<()>` can wrap its body in it;
 //! - `PARLEY_TEST_KEEP_DB` is set to anything but `0` or empty, to keep every database of a run.
 //!
+//! A plain `#[tokio::test]` returning `Err` outside `keep_on_err` cannot be told from a pass
+//! and drops its database (about a hundred such tests use one); run it again with
+//! `PARLEY_TEST_KEEP_DB=1` to read its rows. The drop waits at most `DROP_ANSWER_WAIT_MS` for
+//! PostgreSQL's answer and leaves the rest (a checkpoint) to the server.
+//!
 //! A kept database, or one whose process was killed, is dropped by a later `create` once it is
 //! older than `STALE_AFTER_S`; its creation time is part of its name.
 
