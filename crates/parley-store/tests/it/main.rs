@@ -2,6 +2,7 @@
 //! builds fast and small. Each module below is one former test file.
 
 mod break_controls;
+mod contention;
 mod contract;
 mod p10_statements;
 mod pg_contract;
