@@ -49,6 +49,9 @@ pub(crate) trait Backend: Accounts + Gateways + Expiry + Send + Sync + 'static {
     /// with nothing to report ignores it.
     fn observe(&self, _observer: std::sync::Arc<dyn crate::StoreObserver>) {}
 
+    /// The kind of store and the limits it sets on its own connections.
+    fn describe(&self) -> crate::StoreDescription;
+
     /// Runs a trivial query.
     fn ping_database(&self) -> impl StoreFuture<()> {
         async move {

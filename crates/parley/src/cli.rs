@@ -16,6 +16,7 @@ pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 pub const DATA_DIR_DEFAULT: &str = "./parley-data";
 /// Default number of PostgreSQL connections of one server process.
 pub const POOL_SIZE_DEFAULT: u32 = 16;
+pub use parley_store::pg::IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT;
 pub use parley_server::config::{
     BODY_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
     GATEWAY_LEASE_MS_DEFAULT, GATEWAY_LEASE_MS_MIN, HEADER_TIMEOUT_MS_DEFAULT,
@@ -202,6 +203,15 @@ pub struct ServeArgs {
     /// Most PostgreSQL connections this process opens.
     #[arg(long, env = "PARLEY_POOL_SIZE", default_value_t = POOL_SIZE_DEFAULT)]
     pub pool_size: u32,
+
+    /// PostgreSQL ends a connection of this process that stays idle inside a transaction for
+    /// this long (`idle_in_transaction_session_timeout`), releasing its locks; 0 turns it off.
+    #[arg(
+        long,
+        env = "PARLEY_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+        default_value_t = IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT
+    )]
+    pub pg_idle_in_transaction_timeout_ms: u64,
 
     // Abuse limits and browser origins.
     /// Requests per second allowed to one device (sends) and to the admin token, with a burst
