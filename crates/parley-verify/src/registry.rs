@@ -4,7 +4,7 @@
 use futures::future::BoxFuture;
 
 use crate::checks::{
-    concurrency, database, gateways, realtime, recall, seed, sync_read, Observed,
+    concurrency, database, gateways, realtime, recall, retention, seed, sync_read, Observed,
 };
 use crate::context::Ctx;
 
@@ -186,7 +186,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("11-periods-bound-reads", "A member reads only inside their periods.",
             "no event outside the periods", Api, None),
         check!("11-purge-advances-min-seq", "A purge advances min_seq.",
-            "min_seq past the purged events", Api, None),
+            "min_seq past the purged events; truncated read; the next send continues the sequence", Api, boxed!(retention::purge_advances_min_seq)),
         check!("11-purge-never-waits-for-a-busy-conversation", "The purge skips a busy conversation instead of waiting.",
             "purge finishes while a conversation is locked", Database, None),
         check!("11-recall-erases-body", "A recall erases the body for every reader.",
@@ -198,7 +198,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("11-recall-window", "A recall outside the window is refused.",
             "409 RECALL_WINDOW_EXPIRED; body kept", Api, boxed!(recall::recall_window)),
         check!("11-retry-after-purge-hits-tombstone", "A retry after purge hits the tombstone.",
-            "the original outcome, purged: true", Api, None),
+            "the original seq and message id, dup and purged, over HTTP and WebSocket", Api, boxed!(retention::retry_after_purge_hits_tombstone)),
         check!("11-tombstone-expiry", "Tombstones expire after their TTL.",
             "the key is free after the TTL", Database, None),
         check!("11-tombstone-expiry-in-background", "Tombstones expire in the background.",

@@ -1,11 +1,12 @@
 //! The `parley` binary: parses the command line, sets up logging and hands over to `serve`,
-//! `migrate` or `bench`. Everything else lives in the library crates.
+//! `migrate`, `bench` or `verify`. Everything else lives in the library crates.
 
 mod cli;
 mod data_dir;
 mod migrate;
 mod serve;
 mod shutdown;
+mod verify;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -50,6 +51,12 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(args) => migrate::migrate(args).await,
         Command::Bench(args) => parley_bench::bench(*args).await,
+        Command::Verify(args) => match verify::verify(args).await {
+            // Failed checks are in the report; the exit code says there were some.
+            Ok(verify::Verdict::Failed) => return ExitCode::FAILURE,
+            Ok(verify::Verdict::NoFailure) => Ok(()),
+            Err(e) => Err(e),
+        },
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

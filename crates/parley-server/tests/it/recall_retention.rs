@@ -212,45 +212,7 @@ test_on_both_stores!(
 /// conversation's retention disappear, `min_seq` rises to `next_seq`, reads say `truncated`,
 /// the head stays, and the next send continues the sequence (P1).
 async fn check_11_purge_advances_min_seq_http(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_on(
-        store,
-        ServerConfig {
-            purge_interval_ms: PURGE_INTERVAL_MS,
-            ..ServerConfig::default()
-        },
-    )
-    .await;
-    let ana = server.user_with_device("u-ana").await;
-    server.user_with_device("u-ben").await;
-    ana.create_conversation(
-        &NewConversation::group(["u-ben"])
-            .with_conv_id("c-ret")
-            .with_retention_ms(RETENTION_MS),
-    )
-    .await?;
-    ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id("c-keep"))
-        .await?;
-    for i in 1..=3 {
-        ana.send("c-ret", &format!("m-{i}"), "fleeting").await?; // 3..=5
-        ana.send("c-keep", &format!("m-{i}"), "kept").await?;
-    }
-    wait_min_seq(&ana, "c-ret", 6).await?;
-    let page = ana.events_after("c-ret", 0, None, None).await?;
-    ensure!(
-        page.events.is_empty() && page.truncated && page.head == 5 && page.min_seq == 6,
-        "after the purge: {page:?}"
-    );
-    let next = ana.send("c-ret", "m-4", "later").await?;
-    ensure!(next.seq == 6 && !next.dup, "send after the purge: {next:?}");
-    let page = ana.events_after("c-ret", 5, None, None).await?;
-    let seqs: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
-    ensure!(seqs == vec![6], "events after 5: {seqs:?}");
-    let keep = ana.get_conversation("c-keep").await?;
-    ensure!(
-        (keep.min_seq, keep.head) == (1, 5),
-        "no-retention conversation: {keep:?}"
-    );
-    Ok(())
+    crate::verify_checks::passes(store, "11-purge-advances-min-seq").await
 }
 
 test_on_both_stores!(
@@ -261,76 +223,7 @@ test_on_both_stores!(
 /// retry with the same body answers `dup: true, purged: true` with the original seq and
 /// message id; another body is 409 IDEMPOTENCY_MISMATCH; nothing is written.
 async fn check_11_retry_after_purge_hits_tombstone_http(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_on(
-        store,
-        ServerConfig {
-            purge_interval_ms: PURGE_INTERVAL_MS,
-            ..ServerConfig::default()
-        },
-    )
-    .await;
-    let ana = server.user_with_device("u-ana").await;
-    ana.create_conversation(
-        &NewConversation::group(Vec::<String>::new())
-            .with_conv_id("c-ret")
-            .with_retention_ms(RETENTION_MS),
-    )
-    .await?;
-    let first = ana.send("c-ret", "m-1", "hello").await?; // 2
-    wait_min_seq(&ana, "c-ret", 3).await?;
-
-    let first_id = first.message_id.to_string();
-    let body = json!({"client_msg_id": "m-1", "body": "hello"});
-    let r = call(
-        &ana,
-        Method::POST,
-        "/v1/conversations/c-ret/messages",
-        Some(body),
-    )
-    .await?;
-    ensure!(
-        r.status == 200
-            && r.json["seq"] == 2
-            && r.json["dup"] == true
-            && r.json["purged"] == true
-            && r.json["message_id"] == first_id.as_str(),
-        "identical retry: {} {}",
-        r.status,
-        r.text
-    );
-    let other = json!({"client_msg_id": "m-1", "body": "HELLO"});
-    let r = call(
-        &ana,
-        Method::POST,
-        "/v1/conversations/c-ret/messages",
-        Some(other),
-    )
-    .await?;
-    expect(&r, 409, code::IDEMPOTENCY_MISMATCH, "changed retry")?;
-
-    let mut ws = Ws::connect(server.base_url(), ana.token()).await?;
-    ws.send(json!({"type": "send", "req_id": 1, "conv_id": "c-ret", "client_msg_id": "m-1", "body": "hello"}))
-        .await?;
-    let ack = ws.next_of("ack", WAIT).await?;
-    ensure!(
-        ack["seq"] == 2 && ack["dup"] == true && ack["purged"] == true,
-        "retry over WebSocket: {ack}"
-    );
-    ws.send(json!({"type": "send", "req_id": 2, "conv_id": "c-ret", "client_msg_id": "m-1", "body": "HELLO"}))
-        .await?;
-    let err = ws.next_of("error", WAIT).await?;
-    ensure!(
-        err["code"] == code::IDEMPOTENCY_MISMATCH,
-        "changed retry over WebSocket: {err}"
-    );
-    let view = ana.get_conversation("c-ret").await?;
-    ensure!(
-        (view.head, view.min_seq) == (2, 3),
-        "retries wrote: head {} min_seq {}",
-        view.head,
-        view.min_seq
-    );
-    Ok(())
+    crate::verify_checks::passes(store, "11-retry-after-purge-hits-tombstone").await
 }
 
 /// Tombstone life of the expiry test: long enough to be seen, short enough to pass in the test.

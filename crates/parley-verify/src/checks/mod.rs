@@ -6,6 +6,7 @@ pub mod database;
 pub mod gateways;
 pub mod realtime;
 pub mod recall;
+pub mod retention;
 pub mod seed;
 pub mod sync_read;
 
