@@ -6,3 +6,4 @@ mod bench_load_model;
 mod conn_hardening;
 mod observability;
 mod restart_safety;
+mod verify_process;
