@@ -17,11 +17,23 @@ pub const SCRATCH_ID_PATTERN: &str = "verify-________-%";
 /// The deletes, children first; `$1` is the pattern.
 const DELETES: &[(&str, &str)] = &[
     ("routes", "DELETE FROM routes WHERE user_id LIKE $1"),
-    ("read_marks", "DELETE FROM read_marks WHERE conv_id LIKE $1 OR user_id LIKE $1"),
-    ("idem_tombstones", "DELETE FROM idem_tombstones WHERE conv_id LIKE $1"),
+    (
+        "read_marks",
+        "DELETE FROM read_marks WHERE conv_id LIKE $1 OR user_id LIKE $1",
+    ),
+    (
+        "idem_tombstones",
+        "DELETE FROM idem_tombstones WHERE conv_id LIKE $1",
+    ),
     ("events", "DELETE FROM events WHERE conv_id LIKE $1"),
-    ("membership_periods", "DELETE FROM membership_periods WHERE conv_id LIKE $1 OR user_id LIKE $1"),
-    ("conversations", "DELETE FROM conversations WHERE conv_id LIKE $1"),
+    (
+        "membership_periods",
+        "DELETE FROM membership_periods WHERE conv_id LIKE $1 OR user_id LIKE $1",
+    ),
+    (
+        "conversations",
+        "DELETE FROM conversations WHERE conv_id LIKE $1",
+    ),
     ("devices", "DELETE FROM devices WHERE user_id LIKE $1"),
     ("users", "DELETE FROM users WHERE user_id LIKE $1"),
 ];

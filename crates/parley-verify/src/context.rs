@@ -43,7 +43,10 @@ impl Target {
         database_url: Option<String>,
     ) -> Result<Arc<Target>, VerifyError> {
         let admin = AdminClient::new(base_url, admin_token)?;
-        let answer = admin.raw(Method::GET, "/v1/admin/server").response().await?;
+        let answer = admin
+            .raw(Method::GET, "/v1/admin/server")
+            .response()
+            .await?;
         if answer.status != 200 {
             return Err(VerifyError::Description(format!(
                 "GET /v1/admin/server answered {}: {}",
@@ -82,7 +85,10 @@ impl Target {
         };
         match users.iter_mut().find(|(u, _)| u == user) {
             Some((_, devices)) => devices.extend(device.map(str::to_owned)),
-            None => users.push((user.to_owned(), device.map(str::to_owned).into_iter().collect())),
+            None => users.push((
+                user.to_owned(),
+                device.map(str::to_owned).into_iter().collect(),
+            )),
         }
     }
 }
@@ -131,7 +137,10 @@ impl Ctx {
     }
 
     pub fn transcript(&self) -> Vec<String> {
-        self.transcript.lock().map(|t| t.clone()).unwrap_or_default()
+        self.transcript
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default()
     }
 
     /// Creates the scratch user `name` with device `d1`; answers the device's client.

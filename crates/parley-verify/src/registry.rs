@@ -233,7 +233,16 @@ mod tests {
     /// store, bus or transport variant.
     fn id_of(test_name: &str) -> String {
         let mut id = test_name.trim_start_matches("check_").replace('_', "-");
-        for variant in ["-postgres-only", "-http", "-sdk", "-ws", "-postgres", "-sqlite", "-nats", "-pgbus"] {
+        for variant in [
+            "-postgres-only",
+            "-http",
+            "-sdk",
+            "-ws",
+            "-postgres",
+            "-sqlite",
+            "-nats",
+            "-pgbus",
+        ] {
             if let Some(stripped) = id.strip_suffix(variant) {
                 id = stripped.to_owned();
             }
@@ -279,6 +288,19 @@ mod tests {
             .cloned()
             .collect();
         assert!(missing.is_empty(), "tests without a verify id: {missing:?}");
+    }
+
+    #[test]
+    fn docs_list_every_check() {
+        let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/VERIFY.md");
+        let text = std::fs::read_to_string(&doc).expect("docs/VERIFY.md");
+        for c in registry() {
+            assert!(
+                text.contains(&format!("| `{}` |", c.id)),
+                "docs/VERIFY.md does not list {}",
+                c.id
+            );
+        }
     }
 
     #[test]

@@ -29,7 +29,8 @@ fn rank(status: Status) -> u8 {
     }
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;width:100%}\
+const STYLE: &str =
+    "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;width:100%}\
 td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}\
 .FAIL{background:#fdd}.PASS{background:#dfd}.NOT_RUN{background:#eee}\
 pre{white-space:pre-wrap;margin:0;font-size:85%}";
@@ -75,7 +76,11 @@ pub fn render_html(result: &RunResult, run_tag: &str) -> String {
             let _ = write!(
                 said,
                 "<details{}><summary>sent and received</summary><pre>{}</pre></details>",
-                if check.status == Status::Fail { " open" } else { "" },
+                if check.status == Status::Fail {
+                    " open"
+                } else {
+                    ""
+                },
                 lines.join("\n")
             );
         }

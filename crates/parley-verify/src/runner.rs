@@ -47,7 +47,12 @@ async fn gateway_count(target: &Target) -> usize {
     }
 }
 
-fn result_of(def: &CheckDef, status: Status, observed: String, reason: Option<String>) -> CheckResult {
+fn result_of(
+    def: &CheckDef,
+    status: Status,
+    observed: String,
+    reason: Option<String>,
+) -> CheckResult {
     CheckResult {
         id: def.id.to_owned(),
         chapter: def.chapter.to_owned(),
@@ -97,7 +102,12 @@ async fn run_def(
     };
     result.duration_ms = duration_ms;
     result.transcript = ctx.transcript();
-    tracing::info!(id = def.id, status = result.status.as_str(), duration_ms, "check");
+    tracing::info!(
+        id = def.id,
+        status = result.status.as_str(),
+        duration_ms,
+        "check"
+    );
     result
 }
 
@@ -138,7 +148,15 @@ pub async fn run(target: Arc<Target>, options: &RunOptions) -> RunResult {
 pub async fn run_one(target: Arc<Target>, id: &str) -> Option<CheckResult> {
     let def = crate::registry::find(id)?;
     let gateways = gateway_count(&target).await;
-    Some(run_def(&target, &def, gateways, Duration::from_millis(CHECK_TIMEOUT_MS_DEFAULT)).await)
+    Some(
+        run_def(
+            &target,
+            &def,
+            gateways,
+            Duration::from_millis(CHECK_TIMEOUT_MS_DEFAULT),
+        )
+        .await,
+    )
 }
 
 /// Writes `dir/result.json` and `dir/report.html`, creating `dir`.

@@ -16,7 +16,6 @@ pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 pub const DATA_DIR_DEFAULT: &str = "./parley-data";
 /// Default number of PostgreSQL connections of one server process.
 pub const POOL_SIZE_DEFAULT: u32 = 16;
-pub use parley_store::pg::IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT;
 pub use parley_server::config::{
     BODY_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
     GATEWAY_LEASE_MS_DEFAULT, GATEWAY_LEASE_MS_MIN, HEADER_TIMEOUT_MS_DEFAULT,
@@ -24,6 +23,7 @@ pub use parley_server::config::{
     PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT, WRITE_STALL_TIMEOUT_MS_DEFAULT,
     WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
 };
+pub use parley_store::pg::IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT;
 /// Default time a silent WebSocket connection is kept open.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 

@@ -31,7 +31,11 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<Verdict> {
     let result = parley_verify::run(target.clone(), &options).await;
     parley_verify::write_outputs(&args.out, &result, &target.run_tag)
         .context("cannot write the results")?;
-    for check in result.checks.iter().filter(|c| c.status == parley_verify::Status::Fail) {
+    for check in result
+        .checks
+        .iter()
+        .filter(|c| c.status == parley_verify::Status::Fail)
+    {
         println!(
             "FAIL {}: {}",
             check.id,

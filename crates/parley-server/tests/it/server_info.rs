@@ -32,7 +32,10 @@ async fn admin_server_reports_store_bus_and_limits(store: StoreKind) -> Result<(
     };
     ensure!(info["store"] == kind && info["bus"] == "local", "{info}");
     ensure!(info["version"] == env!("CARGO_PKG_VERSION"), "{info}");
-    ensure!(info["gateway_id"].as_str().is_some_and(|g| !g.is_empty()), "{info}");
+    ensure!(
+        info["gateway_id"].as_str().is_some_and(|g| !g.is_empty()),
+        "{info}"
+    );
     let limits = &info["limits"];
     ensure!(
         limits["body_bytes_max"] == 1234
@@ -46,7 +49,10 @@ async fn admin_server_reports_store_bus_and_limits(store: StoreKind) -> Result<(
 
     let device = server.user_with_device("u-ana").await;
     let (status, body) = device.raw(Method::GET, "/v1/admin/server").send().await?;
-    ensure!(status == 403 && body["error"]["code"] == "FORBIDDEN", "device: {status} {body}");
+    ensure!(
+        status == 403 && body["error"]["code"] == "FORBIDDEN",
+        "device: {status} {body}"
+    );
     let (status, body) = device
         .raw(Method::GET, "/v1/admin/server")
         .without_auth()

@@ -84,7 +84,10 @@ macro_rules! verify_on_postgres {
 
 verify_on_both_stores!(verify_04_normal_history, "04-normal-history");
 verify_on_both_stores!(verify_04_non_member_rejected, "04-non-member-rejected");
-verify_on_both_stores!(verify_04_unknown_conv_same_error, "04-unknown-conv-same-error");
+verify_on_both_stores!(
+    verify_04_unknown_conv_same_error,
+    "04-unknown-conv-same-error"
+);
 verify_on_both_stores!(verify_04_idempotency_mismatch, "04-idempotency-mismatch");
 verify_on_both_stores!(
     verify_04_concurrent_sends_to_many_conversations,
@@ -95,18 +98,42 @@ verify_on_both_stores!(
     "04-hot-conversation-write-ceiling"
 );
 verify_on_both_stores!(verify_05_kick_old_connection, "05-kick-old-connection");
-verify_on_both_stores!(verify_05_revoked_token_closes_socket, "05-revoked-token-closes-socket");
+verify_on_both_stores!(
+    verify_05_revoked_token_closes_socket,
+    "05-revoked-token-closes-socket"
+);
 verify_on_both_stores!(verify_06_push_to_all_devices, "06-push-to-all-devices");
 verify_on_both_stores!(verify_06_retry_after_lost_ack, "06-retry-after-lost-ack");
-verify_on_both_stores!(verify_07_offline_device_catches_up, "07-offline-device-catches-up");
-verify_on_both_stores!(verify_07_sync_feed_only_changed, "07-sync-feed-only-changed");
+verify_on_both_stores!(
+    verify_07_offline_device_catches_up,
+    "07-offline-device-catches-up"
+);
+verify_on_both_stores!(
+    verify_07_sync_feed_only_changed,
+    "07-sync-feed-only-changed"
+);
 verify_on_both_stores!(verify_08_leave_closes_interval, "08-leave-closes-interval");
-verify_on_both_stores!(verify_08_member_cannot_remove_others, "08-member-cannot-remove-others");
-verify_on_both_stores!(verify_08_pull_group_hints_coalesced, "08-pull-group-hints-coalesced");
-verify_on_both_stores!(verify_09_own_send_advances_read, "09-own-send-advances-read");
+verify_on_both_stores!(
+    verify_08_member_cannot_remove_others,
+    "08-member-cannot-remove-others"
+);
+verify_on_both_stores!(
+    verify_08_pull_group_hints_coalesced,
+    "08-pull-group-hints-coalesced"
+);
+verify_on_both_stores!(
+    verify_09_own_send_advances_read,
+    "09-own-send-advances-read"
+);
 verify_on_both_stores!(verify_09_read_monotonic, "09-read-monotonic");
-verify_on_both_stores!(verify_09_unread_respects_membership, "09-unread-respects-membership");
-verify_on_both_stores!(verify_10_gateway_listing_is_sorted, "10-gateway-listing-is-sorted");
+verify_on_both_stores!(
+    verify_09_unread_respects_membership,
+    "09-unread-respects-membership"
+);
+verify_on_both_stores!(
+    verify_10_gateway_listing_is_sorted,
+    "10-gateway-listing-is-sorted"
+);
 verify_on_both_stores!(verify_11_recall_erases_body, "11-recall-erases-body");
 verify_on_both_stores!(verify_11_recall_idempotent, "11-recall-idempotent");
 verify_on_both_stores!(verify_11_recall_window, "11-recall-window");
@@ -117,8 +144,14 @@ verify_on_postgres!(
     "04-control-check-then-insert-duplicates"
 );
 verify_on_postgres!(verify_04_control_sequence_gaps, "04-control-sequence-gaps");
-verify_on_postgres!(verify_04_stuck_transaction_bounded, "04-stuck-transaction-bounded");
-verify_on_postgres!(verify_07_epoch_invalidates_cursor, "07-epoch-invalidates-cursor");
+verify_on_postgres!(
+    verify_04_stuck_transaction_bounded,
+    "04-stuck-transaction-bounded"
+);
+verify_on_postgres!(
+    verify_07_epoch_invalidates_cursor,
+    "07-epoch-invalidates-cursor"
+);
 
 /// Without a database URL, every check that needs one is NOT_RUN with that reason, and the
 /// checks with no code in verify say so: none is missing from the run.
@@ -127,7 +160,11 @@ async fn verify_without_database_lists_every_check() -> Result<()> {
     let server = TestServer::start_on(StoreKind::Sqlite, ServerConfig::default()).await;
     let target = Target::connect(server.base_url(), server.admin_token(), None).await?;
     let options = parley_verify::RunOptions {
-        only: vec!["04-normal-history".into(), "04-history-uses-pk".into(), "10-graceful-drain".into()],
+        only: vec![
+            "04-normal-history".into(),
+            "04-history-uses-pk".into(),
+            "10-graceful-drain".into(),
+        ],
         ..parley_verify::RunOptions::default()
     };
     let result = parley_verify::run(target, &options).await;
@@ -147,7 +184,11 @@ async fn verify_without_database_lists_every_check() -> Result<()> {
     );
     let drain = status("10-graceful-drain");
     ensure!(
-        drain == Some((Status::NotRun, "needs 2 gateways; /v1/admin/gateways lists 1".into())),
+        drain
+            == Some((
+                Status::NotRun,
+                "needs 2 gateways; /v1/admin/gateways lists 1".into()
+            )),
         "{drain:?}"
     );
     ensure!(result.server.store == "sqlite" && result.server.bus == "local");

@@ -40,7 +40,10 @@ async fn idle_transaction_of_the_pool_is_ended_and_its_lock_released() -> Result
     let setting: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
         .fetch_one(&mut *stuck)
         .await?;
-    ensure!(setting == format!("{IDLE_TIMEOUT_MS}ms"), "setting: {setting}");
+    ensure!(
+        setting == format!("{IDLE_TIMEOUT_MS}ms"),
+        "setting: {setting}"
+    );
     sqlx::query(SEND_LOCK_SQL)
         .bind("c-hot")
         .fetch_one(&mut *stuck)

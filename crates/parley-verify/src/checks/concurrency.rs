@@ -74,17 +74,19 @@ pub async fn concurrent_replay_one_row(ctx: &Ctx) -> Observed {
     let mut rows = None;
     if ctx.target.database_url.is_some() {
         let mut db = ctx.db().await?;
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = $1 AND kind = 'msg'")
-            .bind(&conv)
-            .fetch_one(&mut db)
-            .await?;
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM events WHERE conv_id = $1 AND kind = 'msg'")
+                .bind(&conv)
+                .fetch_one(&mut db)
+                .await?;
         ctx.note(format!("SQL: {n} msg rows"));
         ensure!(n == 1, "{n} msg rows by SQL");
         rows = Some(n);
     }
     Ok(format!(
         "1 message (seq 2), 1 message_id, {firsts} dup=false of {REPLAYS}{}",
-        rows.map(|n| format!(", {n} row by SQL")).unwrap_or_default()
+        rows.map(|n| format!(", {n} row by SQL"))
+            .unwrap_or_default()
     ))
 }
 
@@ -119,7 +121,10 @@ pub async fn seq_gapless(ctx: &Ctx) -> Observed {
         acked.first(),
         acked.last()
     ));
-    ensure!(acked == expected, "acked seqs are not {joins}+1..: {acked:?}");
+    ensure!(
+        acked == expected,
+        "acked seqs are not {joins}+1..: {acked:?}"
+    );
     let log = read_whole_log(&clients[0], &conv).await?;
     let seqs: Vec<i64> = log.iter().map(|e| e.seq).collect();
     let head = *seqs.last().unwrap_or(&0);
@@ -167,7 +172,9 @@ pub async fn mixed_replays_and_distinct_sends(ctx: &Ctx) -> Observed {
     let acks = send_all_at_once(sends, &conv).await?;
     let firsts = acks.iter().filter(|a| !a.dup).count();
     let seqs: BTreeSet<i64> = acks.iter().map(|a| a.seq).collect();
-    ctx.note(format!("80 sends of 20 keys → {firsts} firsts, seqs {seqs:?}"));
+    ctx.note(format!(
+        "80 sends of 20 keys → {firsts} firsts, seqs {seqs:?}"
+    ));
     ensure!(firsts == 20, "{firsts} answers with dup=false");
     ensure!(seqs == (3..=22).collect(), "acked seqs: {seqs:?}");
     let log = read_whole_log(&ana, &conv).await?;
@@ -215,7 +222,10 @@ pub async fn concurrent_sends_to_many_conversations(ctx: &Ctx) -> Observed {
             "{conv}: {seqs:?}"
         );
     }
-    ctx.note(format!("{} sends over {CONVS} conversations", CONVS * PER_CONV));
+    ctx.note(format!(
+        "{} sends over {CONVS} conversations",
+        CONVS * PER_CONV
+    ));
     Ok(format!(
         "{CONVS} conversations × {PER_CONV} sends: every log 1..={}",
         1 + PER_CONV

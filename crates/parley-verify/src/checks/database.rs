@@ -151,12 +151,16 @@ async fn check_then_insert_in(ctx: &Ctx, s: &mut Scratch) -> Observed {
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM control_events")
         .fetch_one(&mut s.conn)
         .await?;
-    ctx.note(format!("{CONTROL_WRITERS} racing check-then-insert writers → {rows} rows"));
+    ctx.note(format!(
+        "{CONTROL_WRITERS} racing check-then-insert writers → {rows} rows"
+    ));
     ensure!(
         rows > 1,
         "the control did not show the failure: {rows} row(s) for one request key"
     );
-    Ok(format!("{rows} rows for one request key ({CONTROL_WRITERS} writers)"))
+    Ok(format!(
+        "{rows} rows for one request key ({CONTROL_WRITERS} writers)"
+    ))
 }
 
 /// Negative control: a database sequence with 3 of 10 transactions rolled back leaves 7 rows
@@ -187,7 +191,9 @@ async fn sequence_gaps_in(ctx: &Ctx, conn: &mut PgConnection) -> Observed {
         sqlx::query_as("SELECT count(*), coalesce(max(seq), 0) FROM control_seq_events")
             .fetch_one(&mut *conn)
             .await?;
-    ctx.note(format!("10 transactions, 3 rolled back → {n} rows, max {m}"));
+    ctx.note(format!(
+        "10 transactions, 3 rolled back → {n} rows, max {m}"
+    ));
     ensure!(n == 7 && m == 10, "{n} rows with max {m}");
     Ok(format!("{n} rows, max {m}"))
 }
@@ -222,7 +228,9 @@ pub async fn stuck_transaction_bounded(ctx: &Ctx) -> Observed {
     .bind(bound_ms as f64)
     .fetch_one(&mut db)
     .await?;
-    ctx.note(format!("sessions idle in a transaction longer than {bound_ms} ms: {lingering}"));
+    ctx.note(format!(
+        "sessions idle in a transaction longer than {bound_ms} ms: {lingering}"
+    ));
     ensure!(
         lingering == 0,
         "{lingering} sessions idle in a transaction for longer than {bound_ms} ms"
@@ -238,14 +246,18 @@ pub async fn stuck_transaction_bounded(ctx: &Ctx) -> Observed {
     let setting: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
         .fetch_one(&mut stuck)
         .await?;
-    ctx.note(format!("stuck connection: idle_in_transaction_session_timeout = {setting}"));
+    ctx.note(format!(
+        "stuck connection: idle_in_transaction_session_timeout = {setting}"
+    ));
     stuck.execute("BEGIN").await?;
     sqlx::query(SEND_LOCK_SQL)
         .bind(&conv)
         .fetch_one(&mut stuck)
         .await?;
     let locked_at = Instant::now();
-    ctx.note(format!("stuck connection: BEGIN; {SEND_LOCK_SQL} ({conv}); then idle"));
+    ctx.note(format!(
+        "stuck connection: BEGIN; {SEND_LOCK_SQL} ({conv}); then idle"
+    ));
 
     // The blocked send waits longer than a default request timeout allows.
     let patient = Client::with_options(
@@ -302,7 +314,9 @@ pub async fn epoch_invalidates_cursor(ctx: &Ctx) -> Observed {
         .bind(&conv)
         .execute(&mut db)
         .await?;
-    ctx.note(format!("SQL: UPDATE conversations SET epoch = epoch + 1 ({conv})"));
+    ctx.note(format!(
+        "SQL: UPDATE conversations SET epoch = epoch + 1 ({conv})"
+    ));
     let stale = refusal(&ana.events_after(&conv, 2, Some(1), Some(1)).await);
     ctx.note(format!("events after 2 at epoch 1 → {stale}"));
     ensure!(stale == "409 EPOCH_CHANGED", "stale cursor: {stale}");
@@ -314,8 +328,10 @@ pub async fn epoch_invalidates_cursor(ctx: &Ctx) -> Observed {
         fresh.events.len()
     );
     let mut ws = Ws::connect(&ctx.target.base_url, ana.token()).await?;
-    ws.send(serde_json::json!({"type": "sync", "req_id": 1, "conv_id": conv, "after": 2, "epoch": 1}))
-        .await?;
+    ws.send(
+        serde_json::json!({"type": "sync", "req_id": 1, "conv_id": conv, "after": 2, "epoch": 1}),
+    )
+    .await?;
     let e = ws.next_of("error", FRAME_WAIT).await?;
     ctx.note(format!("ws sync at epoch 1 → {e}"));
     ensure!(e["code"] == "EPOCH_CHANGED" && e["req_id"] == 1, "ws: {e}");

@@ -91,9 +91,14 @@ pub async fn read_reaches_other_devices(ctx: &Ctx) -> Observed {
     ensure!(ack.read_seq == 4, "ack {ack:?}");
     let f = ws_laptop.next_of("read", FRAME_WAIT).await?;
     ctx.note(format!("laptop ← {f}"));
-    ensure!(f["conv_id"] == conv.as_str() && f["read_seq"] == 4, "read frame {f}");
+    ensure!(
+        f["conv_id"] == conv.as_str() && f["read_seq"] == 4,
+        "read frame {f}"
+    );
     // A marker after the read: the phone answers the ping, and no read frame came before it.
-    ws_phone.send(json!({"type": "ping", "req_id": "marker"})).await?;
+    ws_phone
+        .send(json!({"type": "ping", "req_id": "marker"}))
+        .await?;
     let mut before_marker: Vec<Value> = Vec::new();
     loop {
         let Some(v) = ws_phone.next_json(FRAME_WAIT).await? else {

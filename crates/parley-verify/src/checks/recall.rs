@@ -21,7 +21,10 @@ pub async fn recall_erases_body(ctx: &Ctx) -> Observed {
     let sent = ana.send(&conv, "m-1", "secret").await?;
     let ack = ana.recall(&conv, sent.seq).await?;
     ctx.note(format!("recall {} → {ack:?}", sent.seq));
-    ensure!(ack.target_seq == sent.seq && ack.seq == sent.seq + 1, "ack {ack:?}");
+    ensure!(
+        ack.target_seq == sent.seq && ack.seq == sent.seq + 1,
+        "ack {ack:?}"
+    );
     for (name, c) in [("ana", &ana), ("ben", &ben)] {
         let page = c.events_after(&conv, 0, None, None).await?;
         let target = page.events.iter().find(|e| e.seq == sent.seq);
@@ -30,11 +33,17 @@ pub async fn recall_erases_body(ctx: &Ctx) -> Observed {
             "{name} reads {target:?}"
         );
         ensure!(
-            !page.events.iter().any(|e| e.body.as_deref() == Some("secret")),
+            !page
+                .events
+                .iter()
+                .any(|e| e.body.as_deref() == Some("secret")),
             "{name} still reads the body"
         );
     }
-    Ok(format!("seq {} recalled: no body for either reader", sent.seq))
+    Ok(format!(
+        "seq {} recalled: no body for either reader",
+        sent.seq
+    ))
 }
 
 /// A second recall of the same message answers the first recall's event and appends none.
@@ -69,10 +78,18 @@ pub async fn recall_window(ctx: &Ctx) -> Observed {
     // twice over is the event under test, not a stand-in for one.
     tokio::time::sleep(Duration::from_millis(2 * SHORT_WINDOW_MS as u64)).await;
     let outcome = refusal(&ana.recall(&conv, sent.seq).await);
-    ctx.note(format!("recall after {SHORT_WINDOW_MS} ms window → {outcome}"));
-    ensure!(outcome == "409 RECALL_WINDOW_EXPIRED", "late recall: {outcome}");
+    ctx.note(format!(
+        "recall after {SHORT_WINDOW_MS} ms window → {outcome}"
+    ));
+    ensure!(
+        outcome == "409 RECALL_WINDOW_EXPIRED",
+        "late recall: {outcome}"
+    );
     let page = ana.events_after(&conv, 0, None, None).await?;
-    let kept = page.events.iter().any(|e| e.body.as_deref() == Some("kept"));
+    let kept = page
+        .events
+        .iter()
+        .any(|e| e.body.as_deref() == Some("kept"));
     ensure!(kept, "the body is gone after a refused recall");
     Ok(format!("{outcome}; body kept"))
 }

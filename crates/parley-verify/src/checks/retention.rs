@@ -38,7 +38,11 @@ async fn wait_min_seq(ctx: &Ctx, c: &Client, conv: &str, want: i64) -> Result<()
     loop {
         let view = c.get_conversation(conv).await?;
         if view.min_seq >= want {
-            ensure!(view.min_seq == want, "min_seq {} overshot {want}", view.min_seq);
+            ensure!(
+                view.min_seq == want,
+                "min_seq {} overshot {want}",
+                view.min_seq
+            );
             ctx.note(format!("{conv}: min_seq {}", view.min_seq));
             return Ok(());
         }
@@ -86,7 +90,10 @@ pub async fn purge_advances_min_seq(ctx: &Ctx) -> Observed {
         kept.min_seq,
         kept.head
     );
-    Ok("min_seq 6, head 5, truncated read; next send seq 6; the other conversation kept 1..=5".into())
+    Ok(
+        "min_seq 6, head 5, truncated read; next send seq 6; the other conversation kept 1..=5"
+            .into(),
+    )
 }
 
 /// After the purge, a retry with the same body answers `dup: true, purged: true` with the
@@ -111,7 +118,10 @@ pub async fn retry_after_purge_hits_tombstone(ctx: &Ctx) -> Observed {
         "identical retry: {retry:?}"
     );
     let changed = refusal(&ana.send(&conv, "m-1", "HELLO").await);
-    ensure!(changed == "409 IDEMPOTENCY_MISMATCH", "changed retry: {changed}");
+    ensure!(
+        changed == "409 IDEMPOTENCY_MISMATCH",
+        "changed retry: {changed}"
+    );
     let mut ws = Ws::connect(&ctx.target.base_url, ana.token()).await?;
     ws.send(json!({"type": "send", "req_id": 1, "conv_id": conv, "client_msg_id": "m-1", "body": "hello"}))
         .await?;

@@ -14,7 +14,10 @@ pub async fn normal_history(ctx: &Ctx) -> Observed {
     let created = ana
         .create_conversation(&NewConversation::group([ctx.id("ben")]).with_conv_id(&conv))
         .await?;
-    ctx.note(format!("ana: create {conv} with ben → head {}", created.head));
+    ctx.note(format!(
+        "ana: create {conv} with ben → head {}",
+        created.head
+    ));
     let ack = ana.send(&conv, "m-1", "hello").await?;
     ctx.note(format!("ana: send m-1 → {ack:?}"));
     ensure!(ack.seq == 3 && !ack.dup, "first message: {ack:?}");
@@ -22,7 +25,12 @@ pub async fn normal_history(ctx: &Ctx) -> Observed {
     let ben_sees = seq_kinds(&read_whole_log(&ben, &conv).await?);
     ctx.note(format!("ana reads {ana_sees:?}; ben reads {ben_sees:?}"));
     ensure!(
-        ana_sees == [(1, EventKind::Join), (2, EventKind::Join), (3, EventKind::Msg)],
+        ana_sees
+            == [
+                (1, EventKind::Join),
+                (2, EventKind::Join),
+                (3, EventKind::Msg)
+            ],
         "ana sees {ana_sees:?}"
     );
     ensure!(
@@ -116,7 +124,10 @@ pub async fn idempotency_mismatch(ctx: &Ctx) -> Observed {
     let first = ana.send(&conv, "m-1", "first").await?;
     let r = ana.send(&conv, "m-1", "other").await;
     let got = refusal(&r);
-    ctx.note(format!("ana: send m-1 \"first\" → seq {}; again \"other\" → {got}", first.seq));
+    ctx.note(format!(
+        "ana: send m-1 \"first\" → seq {}; again \"other\" → {got}",
+        first.seq
+    ));
     ensure!(got == "409 IDEMPOTENCY_MISMATCH", "changed body: {got}");
     let log = read_whole_log(&ana, &conv).await?;
     let msgs: Vec<_> = log.iter().filter(|e| e.kind == EventKind::Msg).collect();
@@ -143,7 +154,11 @@ pub async fn leave_closes_interval(ctx: &Ctx) -> Observed {
     sees.sort_by_key(|(seq, _)| *seq);
     ctx.note(format!("ben reads {sees:?}"));
     ensure!(
-        sees == [(2, EventKind::Join), (3, EventKind::Msg), (4, EventKind::Leave)],
+        sees == [
+            (2, EventKind::Join),
+            (3, EventKind::Msg),
+            (4, EventKind::Leave)
+        ],
         "ben sees {sees:?}"
     );
     let late = refusal(&ben.send(&conv, "m-3", "late").await);

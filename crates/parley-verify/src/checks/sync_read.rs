@@ -33,9 +33,17 @@ pub async fn sync_feed_only_changed(ctx: &Ctx) -> Observed {
     ctx.note(format!("feed since the first token → {ids:?}"));
     ensure!(ids == [convs[1].as_str()], "changed: {ids:?}");
     let c = &changed.conversations[0];
-    ensure!(c.unread == 1 && c.head == 3, "unread {} head {}", c.unread, c.head);
+    ensure!(
+        c.unread == 1 && c.head == 3,
+        "unread {} head {}",
+        c.unread,
+        c.head
+    );
     let (status, body) = ana
-        .raw(parley_client::Method::GET, "/v1/conversations?since=nonsense")
+        .raw(
+            parley_client::Method::GET,
+            "/v1/conversations?since=nonsense",
+        )
         .send()
         .await?;
     ensure!(
@@ -70,12 +78,18 @@ pub async fn offline_device_catches_up(ctx: &Ctx) -> Observed {
             break;
         }
     }
-    ctx.note(format!("caught up from {cursor} in {pages} pages: {} events", got.len()));
+    ctx.note(format!(
+        "caught up from {cursor} in {pages} pages: {} events",
+        got.len()
+    ));
     ensure!(
         got == (cursor + 1..=2 + MISSED).collect::<Vec<i64>>(),
         "caught up {got:?}"
     );
-    Ok(format!("{} events in {pages} pages, in order, once each", got.len()))
+    Ok(format!(
+        "{} events in {pages} pages, in order, once each",
+        got.len()
+    ))
 }
 
 /// A read position never moves back: a lower mark answers the current position.
@@ -91,7 +105,9 @@ pub async fn read_monotonic(ctx: &Ctx) -> Observed {
     let up = ana.mark_read(&conv, 5).await?;
     let back = ana.mark_read(&conv, 3).await?;
     let beyond = ana.mark_read(&conv, 100).await?;
-    ctx.note(format!("mark 5 → {up:?}; mark 3 → {back:?}; mark 100 → {beyond:?}"));
+    ctx.note(format!(
+        "mark 5 → {up:?}; mark 3 → {back:?}; mark 100 → {beyond:?}"
+    ));
     ensure!(up.read_seq == 5, "mark 5: {up:?}");
     ensure!(back.read_seq == 5, "mark 3 moved it back: {back:?}");
     ensure!(beyond.read_seq == 6, "mark beyond the head: {beyond:?}");
@@ -123,7 +139,10 @@ pub async fn own_send_advances_read(ctx: &Ctx) -> Observed {
         after.read_seq,
         after.unread
     );
-    Ok(format!("read_seq {} after sending seq {}", after.read_seq, ack.seq))
+    Ok(format!(
+        "read_seq {} after sending seq {}",
+        after.read_seq, ack.seq
+    ))
 }
 
 /// Unread counts only messages inside the member's periods: none from before the join,
@@ -188,5 +207,8 @@ pub async fn retry_after_lost_ack(ctx: &Ctx) -> Observed {
         .filter(|e| e.kind == EventKind::Msg)
         .count();
     ensure!(msgs == 1, "{msgs} messages");
-    Ok(format!("dup=true, seq {}, same message_id, 1 message", again.seq))
+    Ok(format!(
+        "dup=true, seq {}, same message_id, 1 message",
+        again.seq
+    ))
 }

@@ -52,15 +52,28 @@ async fn verify_against(store: StoreKind) -> Result<()> {
         );
     }
     let ids: Vec<&str> = parley_verify::registry().iter().map(|c| c.id).collect();
-    ensure!(seen.len() == ids.len(), "{} ids of {}", seen.len(), ids.len());
+    ensure!(
+        seen.len() == ids.len(),
+        "{} ids of {}",
+        seen.len(),
+        ids.len()
+    );
     for id in ids {
-        ensure!(seen.get(id) == Some(&1), "{id} appears {:?} times", seen.get(id));
+        ensure!(
+            seen.get(id) == Some(&1),
+            "{id} appears {:?} times",
+            seen.get(id)
+        );
     }
     let store_name = match store {
         StoreKind::Postgres => "postgres",
         StoreKind::Sqlite => "sqlite",
     };
-    ensure!(result["server"]["store"] == store_name, "{}", result["server"]);
+    ensure!(
+        result["server"]["store"] == store_name,
+        "{}",
+        result["server"]
+    );
     ensure!(result["counts"]["FAIL"] == 0 && result["counts"]["PASS"].as_u64() > Some(20));
     let report = std::fs::read_to_string(out.path().join("report.html"))?;
     ensure!(report.contains("04-normal-history") && report.starts_with("<!DOCTYPE html>"));
@@ -105,7 +118,13 @@ async fn verify_exits_non_zero_when_a_check_fails() -> Result<()> {
     let status = Command::new(env!("CARGO_BIN_EXE_parley"))
         .args(["verify", "--url", server.base_url()])
         .args(["--admin-token", server.admin_token()])
-        .args(["--only", "04-seq-gapless", "--check-timeout-ms", "1", "--out"])
+        .args([
+            "--only",
+            "04-seq-gapless",
+            "--check-timeout-ms",
+            "1",
+            "--out",
+        ])
         .arg(out.path())
         .env_remove("PARLEY_ADMIN_TOKEN")
         .status()
@@ -125,7 +144,14 @@ async fn verify_exits_non_zero_when_a_check_fails() -> Result<()> {
 
     // A wrong admin token cannot start a run at all.
     let status = Command::new(env!("CARGO_BIN_EXE_parley"))
-        .args(["verify", "--url", server.base_url(), "--admin-token", "wrong", "--out"])
+        .args([
+            "verify",
+            "--url",
+            server.base_url(),
+            "--admin-token",
+            "wrong",
+            "--out",
+        ])
         .arg(out.path())
         .env_remove("PARLEY_ADMIN_TOKEN")
         .status()
