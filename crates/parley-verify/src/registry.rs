@@ -4,7 +4,7 @@
 use futures::future::BoxFuture;
 
 use crate::checks::{
-    concurrency, database, gateways, realtime, recall, retention, seed, sync_read, Observed,
+    concurrency, database, gateways, more, realtime, recall, retention, seed, sync_read, Observed,
 };
 use crate::context::Ctx;
 
@@ -110,7 +110,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("05-kick-old-connection", "A device's new connection replaces its old one.",
             "old connection: kicked + close 4001; new one receives pushes", Api, boxed!(realtime::kick_old_connection)),
         check!("05-old-cleanup-keeps-new-route", "The old connection's cleanup keeps the new route.",
-            "after the old connection's cleanup the device still receives pushes on the new one", Api, None),
+            "after the old connection's cleanup the device still receives pushes on the new one", Api, boxed!(more::old_cleanup_keeps_new_route)),
         check!("05-revoked-token-closes-socket", "Revoking a token closes its sockets.",
             "close 4003", Api, boxed!(realtime::revoked_token_closes_socket)),
         check!("06-ack-after-commit", "No push before commit.",
@@ -134,7 +134,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("07-offline-device-catches-up", "A gap is detected and filled: an offline device catches up from its cursor.",
             "every missed event once, in order", Api, boxed!(sync_read::offline_device_catches_up)),
         check!("07-read-state-across-devices", "Read state is the same on every device after sync.",
-            "every device's view shows the same read_seq", Api, None),
+            "every device's view and feed show the same read_seq and unread", Api, boxed!(more::read_state_across_devices)),
         check!("07-sync-feed-only-changed", "The feed returns only conversations that changed.",
             "1 of 3 conversations after one change; a bad token is 400", Api, boxed!(sync_read::sync_feed_only_changed)),
         check!("07-through-seq-skips-invisible", "through_seq moves past events the reader cannot see.",
@@ -146,13 +146,13 @@ pub fn registry() -> Vec<CheckDef> {
         check!("08-pull-group-hints-coalesced", "A pull group gets few hints per burst, no events.",
             "fewer hints than messages, heads increasing to the head, 0 events; sync pulls all", Api, boxed!(realtime::pull_group_hints_coalesced)),
         check!("08-threshold-switches-to-pull", "A group switches to pull at the join that reaches the threshold.",
-            "delivery_mode pull after that join", Api, None),
+            "delivery_mode pull after that join; a hint, no event, for the next message", Api, boxed!(more::threshold_switches_to_pull)),
         check!("09-own-send-advances-read", "An own message counts as read.",
             "read_seq = own message's seq, unread 0", Api, boxed!(sync_read::own_send_advances_read)),
         check!("09-read-monotonic", "Read positions never move back.",
             "a lower mark answers the current position; beyond the head clamps", Api, boxed!(sync_read::read_monotonic)),
         check!("09-read-position-monotonic", "The store keeps read positions monotonic under concurrent marks.",
-            "the highest mark wins", Api, None),
+            "the highest mark wins; no answer below its mark", Api, boxed!(more::read_position_monotonic)),
         check!("09-read-reaches-other-devices", "A read position reaches every other device.",
             "read frame on the other device, none on the marking one; unread drops", Api, boxed!(realtime::read_reaches_other_devices)),
         check!("09-unread-respects-membership", "Unread counts only messages inside the member's periods.",
@@ -184,7 +184,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("11-access-time-matrix", "Reads, writes and recalls follow the member's periods.",
             "every cell of the access × time matrix as specified", Api, None),
         check!("11-periods-bound-reads", "A member reads only inside their periods.",
-            "no event outside the periods", Api, None),
+            "a member who left and rejoined reads 2, 3, 4, 6, 7: nothing of the gap", Api, boxed!(more::periods_bound_reads)),
         check!("11-purge-advances-min-seq", "A purge advances min_seq.",
             "min_seq past the purged events; truncated read; the next send continues the sequence", Api, boxed!(retention::purge_advances_min_seq)),
         check!("11-purge-never-waits-for-a-busy-conversation", "The purge skips a busy conversation instead of waiting.",

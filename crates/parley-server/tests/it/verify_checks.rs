@@ -195,3 +195,28 @@ async fn verify_without_database_lists_every_check() -> Result<()> {
     ensure!(result.counts.pass == 1 && result.counts.fail == 0);
     Ok(())
 }
+
+/// Pull threshold of the server the threshold check runs against: a small group reaches it.
+const SMALL_PULL_THRESHOLD: u32 = 5;
+
+mod verify_08_threshold_switches_to_pull {
+    use super::*;
+
+    async fn on(store: StoreKind) -> Result<()> {
+        let config = ServerConfig {
+            pull_threshold: SMALL_PULL_THRESHOLD,
+            ..ServerConfig::default()
+        };
+        passes_with(store, config, "08-threshold-switches-to-pull").await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() -> Result<()> {
+        on(StoreKind::Postgres).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() -> Result<()> {
+        on(StoreKind::Sqlite).await
+    }
+}

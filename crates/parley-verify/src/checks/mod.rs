@@ -4,6 +4,7 @@
 pub mod concurrency;
 pub mod database;
 pub mod gateways;
+pub mod more;
 pub mod realtime;
 pub mod recall;
 pub mod retention;
