@@ -236,3 +236,145 @@ pub async fn old_cleanup_keeps_new_route(ctx: &Ctx) -> Observed {
         "{RECONNECTS} reconnects: each new connection kept receiving"
     ))
 }
+
+/// A former member's cursor stops at their leave; after they rejoin, events-after from the
+/// leave skips the invisible range: the page starts at the rejoin and `through_seq` follows it.
+pub async fn through_seq_skips_invisible(ctx: &Ctx) -> Observed {
+    let ana = ctx.user("ana").await?;
+    let ben = ctx.user("ben").await?;
+    let conv = ctx.id("c");
+    ana.create_conversation(&NewConversation::group([ctx.id("ben")]).with_conv_id(&conv))
+        .await?;
+    ana.send(&conv, "m-3", "x").await?; // 3
+    ben.remove_member(&conv, &ctx.id("ben")).await?; // 4
+    for i in 5..=6 {
+        ana.send(&conv, &format!("m-{i}"), "x").await?;
+    }
+    let away = ben.events_after(&conv, 4, Some(50), None).await?;
+    ctx.note(format!(
+        "away: events {:?} through {} head {}",
+        seq_kinds(&away.events),
+        away.through_seq,
+        away.head
+    ));
+    ensure!(
+        away.events.is_empty() && away.through_seq == 4 && away.head == 4,
+        "former member: through {} head {} events {:?}",
+        away.through_seq,
+        away.head,
+        seq_kinds(&away.events)
+    );
+    ana.add_member(&conv, &ctx.id("ben")).await?; // 7
+    ana.send(&conv, "m-8", "x").await?; // 8
+    let page = ben.events_after(&conv, 4, Some(50), None).await?;
+    let seqs: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        seqs == [7, 8] && page.through_seq == 8 && page.head == 8,
+        "after the rejoin: {seqs:?} through {} head {}",
+        page.through_seq,
+        page.head
+    );
+    let one = ben.events_after(&conv, 4, Some(1), None).await?;
+    let first: Vec<i64> = one.events.iter().map(|e| e.seq).collect();
+    ensure!(
+        first == [7] && one.through_seq == 7,
+        "page of one: {first:?} through {}",
+        one.through_seq
+    );
+    Ok("away: through 4 = head 4; after the rejoin 7, 8 through 8; a page of one through 7".into())
+}
+
+/// 68 concurrent sends: 48 distinct, 12 under one key with two bodies, 8 from a non-member.
+/// Each is answered on its own: the distinct ones and one winner of the shared key take
+/// consecutive seqs, the shared key's replays get the winner's answer and the other body
+/// IDEMPOTENCY_MISMATCH, the non-member NOT_MEMBER.
+pub async fn concurrent_mixed_sends_answered_each(ctx: &Ctx) -> Observed {
+    const SENDS: usize = 68;
+    let ana = ctx.user("ana").await?;
+    let ben = ctx.user("ben").await?;
+    let cat = ctx.user("cat").await?;
+    let conv = ctx.id("c");
+    ana.create_conversation(&NewConversation::group([ctx.id("ben")]).with_conv_id(&conv))
+        .await?;
+    let start = Arc::new(Barrier::new(SENDS));
+    let mut tasks = Vec::new();
+    for i in 0..SENDS {
+        let (from, key, body) = match i {
+            0..=47 => (
+                if i % 2 == 0 { ana.clone() } else { ben.clone() },
+                format!("m-{i}"),
+                "x",
+            ),
+            48..=55 => (ana.clone(), "m-shared".to_owned(), "first body"),
+            56..=59 => (ana.clone(), "m-shared".to_owned(), "other body"),
+            _ => (cat.clone(), format!("m-cat-{i}"), "x"),
+        };
+        let (conv, start) = (conv.clone(), start.clone());
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            (i, body, from.send(&conv, &key, body).await)
+        }));
+    }
+    let mut written = Vec::new();
+    let mut shared_ok = Vec::new();
+    let mut mismatches = Vec::new();
+    for t in tasks {
+        let (i, body, outcome) = t
+            .await
+            .map_err(|e| CheckError::Failed(format!("send task: {e}")))?;
+        let code = outcome
+            .as_ref()
+            .err()
+            .and_then(|e| e.code().map(str::to_owned));
+        match (i, outcome) {
+            (0..=47, Ok(ack)) if !ack.dup => written.push(ack.seq),
+            (48..=59, Ok(ack)) => shared_ok.push((body, ack)),
+            (48..=59, Err(_)) if code.as_deref() == Some("IDEMPOTENCY_MISMATCH") => {
+                mismatches.push(body)
+            }
+            (60.., Err(_)) if code.as_deref() == Some("NOT_MEMBER") => {}
+            (i, other) => {
+                return Err(CheckError::Failed(format!(
+                    "send {i}: unexpected {other:?}"
+                )))
+            }
+        }
+    }
+    let winners: Vec<_> = shared_ok.iter().filter(|(_, a)| !a.dup).collect();
+    ensure!(
+        winners.len() == 1,
+        "shared key written {} times",
+        winners.len()
+    );
+    let (winning_body, winner) = winners[0].clone();
+    written.push(winner.seq);
+    ensure!(
+        shared_ok.iter().all(|(b, a)| *b == winning_body
+            && a.seq == winner.seq
+            && a.message_id == winner.message_id),
+        "a replay of the shared key got another answer than the winner"
+    );
+    let expected_ok = if winning_body == "first body" { 8 } else { 4 };
+    ensure!(
+        mismatches.iter().all(|b| *b != winning_body)
+            && shared_ok.len() + mismatches.len() == 12
+            && shared_ok.len() == expected_ok,
+        "shared key: {} replays, {} mismatches, winner {winning_body:?}",
+        shared_ok.len(),
+        mismatches.len()
+    );
+    written.sort_unstable();
+    ensure!(
+        written == (3..=51).collect::<Vec<i64>>(),
+        "seqs not consecutive: {written:?}"
+    );
+    ctx.note(format!(
+        "{SENDS} sends: 49 written (3..=51), shared key won by {winning_body:?}, {} mismatches, 8 NOT_MEMBER",
+        mismatches.len()
+    ));
+    Ok(format!(
+        "49 messages at 3..=51; shared key: 1 winner, {} replays, {} mismatches; 8 NOT_MEMBER",
+        shared_ok.len() - 1,
+        mismatches.len()
+    ))
+}
