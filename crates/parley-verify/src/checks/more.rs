@@ -95,6 +95,12 @@ pub async fn threshold_switches_to_pull(ctx: &Ctx) -> Observed {
         created.delivery_mode
     );
     let mut ws = Ws::connect(&ctx.target.base_url, ben.token()).await?;
+    let before = ana.send(&conv, "m-0", "while push").await?;
+    let pushed = ws.next_of("event", FRAME_WAIT).await?;
+    ensure!(
+        pushed["event"]["seq"] == before.seq && pushed["event"]["body"] == "while push",
+        "push before the threshold: {pushed}"
+    );
     let join = ana.add_member(&conv, &last).await?.seq;
     let view = ana.get_conversation(&conv).await?;
     ctx.note(format!("join @{join} → {:?}", view.delivery_mode));
@@ -104,21 +110,30 @@ pub async fn threshold_switches_to_pull(ctx: &Ctx) -> Observed {
         view.delivery_mode
     );
     let sent = ana.send(&conv, "m-1", "after the switch").await?;
+    let mut heads = Vec::new();
     loop {
         let Some(v) = ws.next_json(FRAME_WAIT).await? else {
             return Err(CheckError::Failed(format!(
-                "no hint with head {}",
+                "no hint with head {}; hints {heads:?}",
                 sent.seq
             )));
         };
         ensure!(
-            !(v["type"] == "event" && v["event"]["seq"] == sent.seq),
-            "the message was pushed after the switch: {v}"
+            v["type"] != "event",
+            "an event was pushed after the switch: {v}"
         );
-        if v["type"] == "hint" && v["conv_id"] == conv.as_str() && v["head"] == sent.seq {
-            break;
+        if v["type"] == "hint" && v["conv_id"] == conv.as_str() {
+            heads.push(v["head"].as_i64().unwrap_or(0));
+            if heads.last() == Some(&sent.seq) {
+                break;
+            }
         }
     }
+    ctx.note(format!("ben ← hints {heads:?} after the switch"));
+    ensure!(
+        heads.first() == Some(&join),
+        "the join @{join} was not the first hint: {heads:?}"
+    );
     Ok(format!(
         "push with {} members; pull from the join @{join} reaching {threshold}; hint, no event",
         threshold - 1

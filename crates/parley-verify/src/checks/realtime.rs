@@ -1,13 +1,13 @@
 //! Realtime delivery over WebSocket (chapters 05, 06, 08 and 09).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parley_client::{DeliveryMode, NewConversation};
 use serde_json::{json, Value};
 
 use super::Observed;
 use crate::context::Ctx;
-use crate::error::ensure;
+use crate::error::{ensure, CheckError};
 use crate::ws::{Ws, FRAME_WAIT};
 
 /// A message reaches every online device of every member, the sender's other devices
@@ -102,7 +102,7 @@ pub async fn read_reaches_other_devices(ctx: &Ctx) -> Observed {
     let mut before_marker: Vec<Value> = Vec::new();
     loop {
         let Some(v) = ws_phone.next_json(FRAME_WAIT).await? else {
-            return Err(crate::error::CheckError::Failed("no pong".into()));
+            return Err(CheckError::Failed("no pong".into()));
         };
         if v["type"] == "pong" {
             break;
@@ -123,67 +123,168 @@ pub async fn read_reaches_other_devices(ctx: &Ctx) -> Observed {
     Ok("laptop got read_seq 4; the phone got none; unread 1".into())
 }
 
-/// A burst into a pull group reaches a member's device as fewer hints than messages and no
-/// events; the last hint names the head after the burst.
+/// Frames a reader collects until one satisfies `last`, then whatever follows within
+/// `quiet`, each with its arrival time.
+async fn frames_until(
+    ws: &mut Ws,
+    last: impl Fn(&Value) -> bool,
+    quiet: Duration,
+) -> Result<Vec<(Instant, Value)>, CheckError> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + FRAME_WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let Some(v) = ws.next_json(left).await? else {
+            let types: Vec<String> = seen
+                .iter()
+                .map(|(_, v): &(Instant, Value)| v.to_string())
+                .collect();
+            return Err(CheckError::Failed(format!(
+                "the awaited frame never came; saw {types:?}"
+            )));
+        };
+        let done = last(&v);
+        seen.push((Instant::now(), v));
+        if done {
+            break;
+        }
+    }
+    while let Some(v) = ws.next_json(quiet).await? {
+        seen.push((Instant::now(), v));
+    }
+    Ok(seen)
+}
+
+fn is_hint(v: &Value, conv: &str, head: i64) -> bool {
+    v["type"] == "hint" && v["conv_id"] == conv && v["head"] == head
+}
+
+/// How much two hints' arrival times may fall short of the interval through delivery jitter.
+const HINT_JITTER_MS: u64 = 100;
+/// Messages of the pull burst; they commit far faster than one per hint interval.
+const BURST_MESSAGES: i64 = 40;
+
+/// A burst into a pull group reaches each device of a member as a few `hint` frames and no
+/// `event`: heads increase to the head after the burst, at most one hint per interval (the
+/// server's `hint_interval_ms`), every device its own. The device then pulls every message
+/// with `sync`; a push group beside it still gets full events; after a quiet interval a lone
+/// message is hinted at once.
 pub async fn pull_group_hints_coalesced(ctx: &Ctx) -> Observed {
-    const BURST: i64 = 40;
+    let interval_ms = ctx.target.limit("hint_interval_ms").unwrap_or(0).max(1) as u64;
+    let interval = Duration::from_millis(interval_ms);
     let ana = ctx.user("ana").await?;
-    let ben = ctx.user("ben").await?;
-    let conv = ctx.id("c");
+    let ben1 = ctx.user("ben").await?;
+    let ben2 = ctx.device("ben", "d2").await?;
+    let (pull, push) = (ctx.id("pull"), ctx.id("push"));
     ana.create_conversation(
         &NewConversation::group([ctx.id("ben")])
-            .with_conv_id(&conv)
+            .with_conv_id(&pull)
             .with_delivery_mode(DeliveryMode::Pull),
     )
     .await?;
-    let mut sender = Ws::connect(&ctx.target.base_url, ana.token()).await?;
-    let mut reader = Ws::connect(&ctx.target.base_url, ben.token()).await?;
-    for i in 0..BURST {
+    ana.create_conversation(&NewConversation::group([ctx.id("ben")]).with_conv_id(&push))
+        .await?;
+    let base = &ctx.target.base_url;
+    let mut sender = Ws::connect(base, ana.token()).await?;
+    let ws1 = Ws::connect(base, ben1.token()).await?;
+    let ws2 = Ws::connect(base, ben2.token()).await?;
+    let head = 2 + BURST_MESSAGES;
+    // Readers timestamp frames as they arrive, while the burst is sent.
+    let watch = |mut ws: Ws, conv: String| {
+        tokio::spawn(async move {
+            let frames = frames_until(&mut ws, |v| is_hint(v, &conv, head), 2 * interval).await;
+            frames.map(|f| (ws, f))
+        })
+    };
+    let (watch1, watch2) = (watch(ws1, pull.clone()), watch(ws2, pull.clone()));
+    for i in 0..BURST_MESSAGES {
         sender
-            .send(json!({"type": "send", "req_id": i, "conv_id": conv,
+            .send(json!({"type": "send", "req_id": i, "conv_id": pull,
                          "client_msg_id": format!("m-{i}"), "body": format!("burst {i}")}))
             .await?;
     }
-    for _ in 0..BURST {
-        sender.next_of("ack", FRAME_WAIT).await?;
+    for _ in 0..BURST_MESSAGES {
+        let ack = sender.next_of("ack", FRAME_WAIT).await?;
+        ensure!(ack["dup"] == false, "burst ack {ack}");
     }
-    let head = 2 + BURST;
-    let mut heads = Vec::new();
-    let mut events = 0;
-    while heads.last() != Some(&head) {
-        let Some(v) = reader.next_json(FRAME_WAIT).await? else {
-            return Err(crate::error::CheckError::Failed(format!(
-                "no hint with head {head}; hints {heads:?}"
-            )));
-        };
-        match v["type"].as_str() {
-            Some("hint") if v["conv_id"] == conv.as_str() => {
-                heads.push(v["head"].as_i64().unwrap_or(0));
-            }
-            Some("event") => events += 1,
-            _ => {}
-        }
+    let joined = |r: Result<_, tokio::task::JoinError>| {
+        r.map_err(|e| CheckError::Failed(format!("reader task: {e}")))
+    };
+    let (mut ws1, frames1) = joined(watch1.await)??;
+    let (mut ws2, frames2) = joined(watch2.await)??;
+    let mut seen = Vec::new();
+    for (name, frames) in [("d1", frames1), ("d2", frames2)] {
+        let events = frames.iter().filter(|(_, v)| v["type"] == "event").count();
+        ensure!(events == 0, "{name}: {events} events in a pull group");
+        let hints: Vec<(Instant, i64)> = frames
+            .iter()
+            .filter(|(_, v)| v["type"] == "hint" && v["conv_id"] == pull.as_str())
+            .filter_map(|(at, v)| Some((*at, v["head"].as_i64()?)))
+            .collect();
+        let heads: Vec<i64> = hints.iter().map(|(_, h)| *h).collect();
+        ctx.note(format!("ben/{name} ← hints {heads:?}"));
+        ensure!(
+            heads.windows(2).all(|w| w[0] < w[1]) && heads.last() == Some(&head),
+            "{name}: heads {heads:?}, expected increasing up to {head}"
+        );
+        ensure!(
+            (heads.len() as i64) < BURST_MESSAGES,
+            "{name}: {} hints for {BURST_MESSAGES} messages: not coalesced",
+            heads.len()
+        );
+        // One hint per interval at most: n hints span at least (n - 1) intervals.
+        let span = hints[hints.len() - 1].0 - hints[0].0;
+        let allowed = 1
+            + (span + Duration::from_millis(HINT_JITTER_MS)).as_millis()
+                / interval.as_millis().max(1);
+        ensure!(
+            heads.len() as u128 <= allowed,
+            "{name}: {} hints within {span:?} at a {interval:?} interval (heads {heads:?})",
+            heads.len()
+        );
+        seen.push(heads.len());
     }
-    ctx.note(format!("ben ← hints with heads {heads:?}, {events} events"));
-    ensure!(events == 0, "{events} events pushed in a pull group");
-    ensure!(
-        heads.windows(2).all(|w| w[0] < w[1]),
-        "heads not increasing: {heads:?}"
-    );
-    ensure!(
-        (heads.len() as i64) < BURST,
-        "{} hints for {BURST} messages: not coalesced",
-        heads.len()
-    );
-    reader
-        .send(json!({"type": "sync", "req_id": "s", "conv_id": conv, "after": 2, "limit": 500}))
+    ws1.send(json!({"type": "sync", "req_id": "s", "conv_id": pull, "after": 2, "limit": 500}))
         .await?;
-    let page = reader.next_of("ack", FRAME_WAIT).await?;
-    let pulled = page["events"].as_array().map(Vec::len).unwrap_or(0);
-    ensure!(pulled as i64 == BURST, "sync pulled {pulled}");
-    let _ = Duration::ZERO;
+    let page = ws1.next_of("ack", FRAME_WAIT).await?;
+    let bodies: Vec<&str> = page["events"]
+        .as_array()
+        .map(|es| es.iter().filter_map(|e| e["body"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        bodies.len() as i64 == BURST_MESSAGES
+            && bodies.first() == Some(&"burst 0")
+            && page["head"] == head,
+        "pulled {} bodies, head {}",
+        bodies.len(),
+        page["head"]
+    );
+    ana.send(&push, "p-1", "pushed").await?;
+    let pushed = ws1.next_of("event", FRAME_WAIT).await?;
+    ensure!(
+        pushed["event"]["conv_id"] == push.as_str() && pushed["event"]["body"] == "pushed",
+        "push group: {pushed}"
+    );
+    // The quiet interval is the condition under test: the next hint must not wait for an
+    // interval to end.
+    tokio::time::sleep(2 * interval).await;
+    let sent = Instant::now();
+    ana.send(&pull, "m-lone", "lone").await?;
+    let hint = ws2.next_of("hint", FRAME_WAIT).await?;
+    let latency = sent.elapsed();
+    ctx.note(format!(
+        "lone message: hint after {latency:?} (interval {interval:?})"
+    ));
+    ensure!(
+        hint["head"] == head + 1,
+        "lone hint {hint}, expected head {}",
+        head + 1
+    );
     Ok(format!(
-        "{} hints for {BURST} messages, 0 events; sync pulled {pulled}",
-        heads.len()
+        "{:?} hints for {BURST_MESSAGES} messages on two devices, 0 events; sync pulled \
+         {}; the push group pushed; a lone message hinted after {} ms",
+        seen,
+        bodies.len(),
+        latency.as_millis()
     ))
 }

@@ -1,7 +1,7 @@
 //! `parley verify` as a process against `parley serve` as a process: exit code 0, a
 //! `result.json` that parses with every check of the registry once and a valid status, a
-//! `report.html`; on PostgreSQL with `--database-url` and `--cleanup`, the database checks run
-//! and no scratch row is left.
+//! `report.html`; with `--cleanup` on PostgreSQL (`--database-url`) the database checks run and
+//! no scratch row is left, on the embedded store the scratch devices are revoked.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +21,9 @@ async fn verify_against(store: StoreKind) -> Result<()> {
         .arg("--out")
         .arg(out.path())
         .env_remove("PARLEY_ADMIN_TOKEN");
+    cmd.arg("--cleanup");
     if let Some(db) = server.db() {
-        cmd.args(["--database-url", db.url(), "--cleanup"]);
+        cmd.args(["--database-url", db.url()]);
     }
     let output = cmd.output().await?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -95,6 +96,8 @@ async fn verify_against(store: StoreKind) -> Result<()> {
         ensure!(stdout.contains("rows deleted from users"), "{stdout}");
     } else {
         ensure!(db_check["status"] == "NOT_RUN" && db_check["reason"] == "needs --database-url");
+        // Without the database, cleanup revokes the scratch devices: their tokens stop working.
+        ensure!(stdout.contains("devices revoked"), "{stdout}");
     }
     Ok(())
 }
