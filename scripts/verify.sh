@@ -20,8 +20,10 @@ readonly DATABASE_URL_DEFAULT="postgres://postgres@127.0.0.1:5432/postgres"
 readonly READY_WAIT_S=60
 # Each server stopped gets this long after SIGTERM before SIGKILL.
 readonly STOP_WAIT_S=15
-# The retention checks wait for the server's purge; a short interval lets them run.
+# The retention checks wait for the server's purge and the tombstones' expiry; short settings
+# let them run.
 readonly PURGE_INTERVAL_MS=200
+readonly TOMBSTONE_TTL_MS=1000
 
 OUT="target/verify"
 while (( $# > 0 )); do
@@ -67,7 +69,7 @@ start_server() {
   local port=$1
   shift
   "$PARLEY" serve --listen "127.0.0.1:${port}" --admin-token "$ADMIN_TOKEN" \
-    --purge-interval-ms "$PURGE_INTERVAL_MS" "$@" >"$WORK/serve-${port}.log" 2>&1 &
+    --purge-interval-ms "$PURGE_INTERVAL_MS" --tombstone-ttl-ms "$TOMBSTONE_TTL_MS" "$@" >"$WORK/serve-${port}.log" 2>&1 &
   PIDS+=("$!")
   wait_for "$READY_WAIT_S" "parley serve on port ${port}" ready "$port"
 }

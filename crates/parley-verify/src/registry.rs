@@ -194,15 +194,15 @@ pub fn registry() -> Vec<CheckDef> {
         check!("11-recall-idempotent", "Recalling twice answers the first recall.",
             "same answer, one recall event", Api, boxed!(recall::recall_idempotent)),
         check!("11-recall-over-http", "Recall over HTTP.",
-            "recall event appended; body gone", Api, boxed!(recall::recall_erases_body)),
+            "{seq, target_seq}, recall event pushed, target recalled without a body, a repeat pushes nothing; NOT_SENDER, NOT_FOUND for a join, BAD_REQUEST; late: RECALL_WINDOW_EXPIRED", Api, boxed!(recall::recall_over_http)),
         check!("11-recall-window", "A recall outside the window is refused.",
             "409 RECALL_WINDOW_EXPIRED; body kept", Api, boxed!(recall::recall_window)),
         check!("11-retry-after-purge-hits-tombstone", "A retry after purge hits the tombstone.",
             "the original seq and message id, dup and purged, over HTTP and WebSocket", Api, boxed!(retention::retry_after_purge_hits_tombstone)),
         check!("11-tombstone-expiry", "Tombstones expire after their TTL.",
-            "the key is free after the TTL", Database, None),
+            "retries answered purged while the tombstone lives, then the same request is a new message", Api, boxed!(retention::tombstone_expiry)),
         check!("11-tombstone-expiry-in-background", "Tombstones expire in the background.",
-            "expired without a request", Database, None),
+            "the server's own job frees the key after the TTL: retries purged, then a new message", Api, boxed!(retention::tombstone_expiry)),
     ]
 }
 

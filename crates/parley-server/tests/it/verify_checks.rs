@@ -153,8 +153,31 @@ verify_on_both_stores!(
 );
 verify_on_both_stores!(verify_11_recall_erases_body, "11-recall-erases-body");
 verify_on_both_stores!(verify_11_recall_idempotent, "11-recall-idempotent");
-verify_on_both_stores!(verify_11_recall_over_http, "11-recall-over-http");
 verify_on_both_stores!(verify_11_recall_window, "11-recall-window");
+
+/// `11-tombstone-expiry` on a server whose tombstones live one second.
+mod verify_11_tombstone_expiry {
+    use super::*;
+
+    async fn on(store: StoreKind) -> Result<()> {
+        let config = ServerConfig {
+            purge_interval_ms: PURGE_INTERVAL_MS,
+            tombstone_ttl_ms: 1_000,
+            ..ServerConfig::default()
+        };
+        passes_with(store, config, "11-tombstone-expiry").await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() -> Result<()> {
+        on(StoreKind::Postgres).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() -> Result<()> {
+        on(StoreKind::Sqlite).await
+    }
+}
 
 verify_on_postgres!(verify_04_history_uses_pk, "04-history-uses-pk");
 verify_on_postgres!(

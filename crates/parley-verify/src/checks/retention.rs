@@ -140,3 +140,62 @@ pub async fn retry_after_purge_hits_tombstone(ctx: &Ctx) -> Observed {
     );
     Ok("dup + purged with the original seq 2 and message id (HTTP and WebSocket); changed body 409".into())
 }
+
+/// Longest tombstone life verify waits out; a longer one makes the expiry check NOT_RUN.
+const TOMBSTONE_TTL_MS_MAX: i64 = 5_000;
+
+/// The purge moves a request key into a tombstone (a retry answers `purged`); the server's
+/// own job deletes the tombstone once older than the TTL, and from then on the key is free:
+/// the same request is a new message. Retrying is the probe: while the tombstone lives a retry
+/// writes nothing.
+pub async fn tombstone_expiry(ctx: &Ctx) -> Observed {
+    let interval = purge_interval_ms(ctx)?;
+    let ttl = match ctx.target.limit("tombstone_ttl_ms") {
+        Some(ms) if ms <= TOMBSTONE_TTL_MS_MAX => ms,
+        other => {
+            return Err(CheckError::NotRun(format!(
+                "tombstones live {other:?} ms; verify waits for at most {TOMBSTONE_TTL_MS_MAX} \
+                 ms (start the server with --tombstone-ttl-ms {TOMBSTONE_TTL_MS_MAX} or less)"
+            )))
+        }
+    };
+    let ana = ctx.user("ana").await?;
+    let conv = ctx.id("ttl");
+    ana.create_conversation(
+        &NewConversation::group(Vec::<String>::new())
+            .with_conv_id(&conv)
+            .with_retention_ms(RETENTION_MS),
+    )
+    .await?;
+    let first = ana.send(&conv, "m-1", "hello").await?; // 2
+    wait_min_seq(ctx, &ana, &conv, 3).await?;
+    let bound = Duration::from_millis((ttl + 3 * interval) as u64) + FRAME_WAIT;
+    let deadline = tokio::time::Instant::now() + bound;
+    let mut purged_answers = 0;
+    let fresh = loop {
+        let ack = ana.send(&conv, "m-1", "hello").await?;
+        if !ack.dup {
+            break ack;
+        }
+        ensure!(
+            ack.purged && ack.seq == first.seq && ack.message_id == first.message_id,
+            "retry while the tombstone lives: {ack:?}"
+        );
+        purged_answers += 1;
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the tombstone outlived its TTL of {ttl} ms by more than {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    };
+    ctx.note(format!(
+        "{purged_answers} retries answered from the tombstone, then {fresh:?}"
+    ));
+    ensure!(purged_answers > 0, "no retry was answered from a tombstone");
+    ensure!(fresh.seq == 3, "send with an expired key: {fresh:?}");
+    Ok(format!(
+        "{purged_answers} retries answered purged, then the key was free: new message seq {} \
+         (TTL {ttl} ms)",
+        fresh.seq
+    ))
+}
