@@ -114,7 +114,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("05-revoked-token-closes-socket", "Revoking a token closes its sockets.",
             "close 4003", Api, boxed!(realtime::revoked_token_closes_socket)),
         check!("06-ack-after-commit", "No push before commit.",
-            "no event frame before the send's commit", Database, None),
+            "while the conversation's row lock is held the send blocks and nothing is pushed; after the release the ack and the push of seq 3", Database, boxed!(database::ack_after_commit)),
         check!("06-commit-failure-answers-outcome-unknown", "A failed commit is answered OUTCOME_UNKNOWN.",
             "503 OUTCOME_UNKNOWN, nothing pushed", Database, None),
         check!("06-failure-before-commit-answers-unavailable", "A failure before the commit is answered UNAVAILABLE.",

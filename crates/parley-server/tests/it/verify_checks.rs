@@ -193,6 +193,7 @@ verify_on_postgres!(
     verify_07_epoch_invalidates_cursor,
     "07-epoch-invalidates-cursor"
 );
+verify_on_postgres!(verify_06_ack_after_commit, "06-ack-after-commit");
 
 /// Without a database URL, every check that needs one is NOT_RUN with that reason, and the
 /// checks with no code in verify say so: none is missing from the run.

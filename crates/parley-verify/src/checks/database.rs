@@ -337,3 +337,96 @@ pub async fn epoch_invalidates_cursor(ctx: &Ctx) -> Observed {
     ensure!(e["code"] == "EPOCH_CHANGED" && e["req_id"] == 1, "ws: {e}");
     Ok("HTTP 409 EPOCH_CHANGED, WebSocket error EPOCH_CHANGED, refetch at epoch 2".into())
 }
+
+/// Longest wait for the send to block on the held lock.
+const BLOCKED_WAIT_MS: u64 = 5_000;
+/// Polling interval while waiting for the send to block.
+const BLOCKED_POLL_MS: u64 = 20;
+
+/// No push before commit: while a transaction of the check holds the conversation's row
+/// lock, a send over WebSocket blocks in the database (observed: a session waits on the
+/// check's), and the other member's socket gets no event up to a marker sent after that; once
+/// the lock is released the ack and the push arrive, with the same seq.
+pub async fn ack_after_commit(ctx: &Ctx) -> Observed {
+    ctx.needs_postgres()?;
+    let mut holder = ctx.db().await?;
+    let mut db = ctx.db().await?;
+    let ana = ctx.user("ana").await?;
+    let ben = ctx.user("ben").await?;
+    let conv = ctx.id("c");
+    ana.create_conversation(&NewConversation::group([ctx.id("ben")]).with_conv_id(&conv))
+        .await?;
+    let mut sender = Ws::connect(&ctx.target.base_url, ana.token()).await?;
+    let mut watcher = Ws::connect(&ctx.target.base_url, ben.token()).await?;
+    let holder_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut holder)
+        .await?;
+    holder.execute("BEGIN").await?;
+    sqlx::query(SEND_LOCK_SQL)
+        .bind(&conv)
+        .fetch_one(&mut holder)
+        .await?;
+    ctx.note(format!(
+        "holder (pid {holder_pid}): BEGIN; {SEND_LOCK_SQL} ({conv})"
+    ));
+    sender
+        .send(
+            serde_json::json!({"type": "send", "req_id": 1, "conv_id": conv,
+                                 "client_msg_id": "m-1", "body": "hello"}),
+        )
+        .await?;
+    let deadline = Instant::now() + Duration::from_millis(BLOCKED_WAIT_MS);
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+        )
+        .bind(holder_pid)
+        .fetch_one(&mut db)
+        .await?;
+        if blocked > 0 {
+            ctx.note(format!("{blocked} session(s) wait on the holder"));
+            break;
+        }
+        if Instant::now() > deadline {
+            holder.execute("ROLLBACK").await?;
+            return Err(CheckError::Failed(format!(
+                "the send never waited on the held lock within {BLOCKED_WAIT_MS} ms"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(BLOCKED_POLL_MS)).await;
+    }
+    watcher
+        .send(serde_json::json!({"type": "ping", "req_id": "marker"}))
+        .await?;
+    let mut early = Vec::new();
+    loop {
+        let Some(v) = watcher.next_json(FRAME_WAIT).await? else {
+            holder.execute("ROLLBACK").await?;
+            return Err(CheckError::Failed("no pong to the marker".into()));
+        };
+        if v["type"] == "pong" {
+            break;
+        }
+        early.push(v);
+    }
+    holder.execute("COMMIT").await?;
+    ctx.note(format!(
+        "watcher before the commit: {early:?}; holder COMMIT"
+    ));
+    ensure!(
+        !early.iter().any(|v| v["type"] == "event"),
+        "pushed before the commit: {early:?}"
+    );
+    let ack = sender.next_of("ack", FRAME_WAIT).await?;
+    let push = watcher.next_of("event", FRAME_WAIT).await?;
+    ctx.note(format!("after the commit: ack {ack}; push {push}"));
+    ensure!(
+        ack["req_id"] == 1 && ack["seq"] == 3 && ack["dup"] == false,
+        "ack {ack}"
+    );
+    ensure!(
+        push["event"]["seq"] == 3 && push["event"]["body"] == "hello",
+        "push {push}"
+    );
+    Ok("the send blocked on the held lock; no event before it was released; then ack and push of seq 3".into())
+}
