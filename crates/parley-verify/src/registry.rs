@@ -4,7 +4,8 @@
 use futures::future::BoxFuture;
 
 use crate::checks::{
-    concurrency, database, gateways, more, realtime, recall, retention, seed, sync_read, Observed,
+    access, concurrency, database, gateways, more, realtime, recall, retention, seed, sync_read,
+    Observed,
 };
 use crate::context::Ctx;
 
@@ -182,7 +183,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("10-renewed-lease-keeps-its-routes", "A renewed lease keeps its routes.",
             "routes kept", Gateways(2), None),
         check!("11-access-time-matrix", "Reads, writes and recalls follow the member's periods.",
-            "every cell of the access × time matrix as specified", Api, None),
+            "never-member = unknown conversation everywhere; former member reads its period, writes refused; rejoined member reads both periods; pushes follow the periods", Api, boxed!(access::access_time_matrix)),
         check!("11-periods-bound-reads", "A member reads only inside their periods.",
             "a member who left and rejoined reads 2, 3, 4, 6, 7: nothing of the gap", Api, boxed!(more::periods_bound_reads)),
         check!("11-purge-advances-min-seq", "A purge advances min_seq.",

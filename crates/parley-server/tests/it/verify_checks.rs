@@ -273,6 +273,7 @@ fn every_implemented_check_runs_as_a_test() {
         include_str!("sync_and_read.rs"),
         include_str!("recall_retention.rs"),
         include_str!("group_fanout.rs"),
+        include_str!("access_matrix.rs"),
     ];
     let missing: Vec<&str> = parley_verify::registry()
         .iter()

@@ -1,6 +1,7 @@
 //! The checks, by chapter. Each is `async fn(&Ctx) -> Result<String, CheckError>`: the observed
 //! value on success, the failure otherwise.
 
+pub mod access;
 pub mod concurrency;
 pub mod database;
 pub mod gateways;
