@@ -129,7 +129,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("06-send-with-retry-recovers-from-one-failed-commit", "The SDK's retry turns one failed commit into a known outcome.",
             "one message after one failed commit", Database, None),
         check!("06-slow-consumer-isolated", "A slow consumer is closed without slowing others.",
-            "the slow socket closes 4008; others keep receiving", Api, None),
+            "the fast member gets every message in order; the socket that never reads ends (4008, or dropped) before the last", Api, boxed!(realtime::slow_consumer_isolated)),
         check!("07-epoch-invalidates-cursor", "An epoch bump invalidates cursors.",
             "409 EPOCH_CHANGED over HTTP and WebSocket; refetch at the new epoch", Database, boxed!(database::epoch_invalidates_cursor)),
         check!("07-offline-device-catches-up", "A gap is detected and filled: an offline device catches up from its cursor.",

@@ -15,6 +15,16 @@ use crate::error::CheckError;
 /// How long a check waits for a frame it expects.
 pub const FRAME_WAIT: Duration = Duration::from_secs(5);
 
+/// What [`Ws::next_or_end`] read.
+#[derive(Debug)]
+pub enum Next {
+    Frame(Value),
+    /// The server closed with this code; 1006 when the connection ended without a close frame.
+    Ended(u16),
+    /// Nothing within the wait.
+    Quiet,
+}
+
 pub struct Ws {
     inner: WebSocketStream<MaybeTlsStream<TcpStream>>,
 }
@@ -65,6 +75,28 @@ impl Ws {
                     return serde_json::from_str(t.as_str()).map(Some).map_err(ws_err)
                 }
                 Message::Close(c) => return Err(ws_err(format!("closed: {c:?}"))),
+                _ => continue,
+            }
+        }
+    }
+
+    /// The next JSON frame within `wait`, or how the connection ended.
+    pub async fn next_or_end(&mut self, wait: Duration) -> Result<Next, CheckError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let msg = match tokio::time::timeout_at(deadline, self.inner.next()).await {
+                Err(_) => return Ok(Next::Quiet),
+                Ok(None) | Ok(Some(Err(_))) => return Ok(Next::Ended(1006)),
+                Ok(Some(Ok(m))) => m,
+            };
+            match msg {
+                Message::Text(t) => {
+                    return serde_json::from_str(t.as_str())
+                        .map(Next::Frame)
+                        .map_err(ws_err)
+                }
+                Message::Close(Some(frame)) => return Ok(Next::Ended(u16::from(frame.code))),
+                Message::Close(None) => return Ok(Next::Ended(u16::from(CloseCode::Status))),
                 _ => continue,
             }
         }

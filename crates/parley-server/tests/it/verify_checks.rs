@@ -238,6 +238,30 @@ async fn verify_without_database_lists_every_check() -> Result<()> {
     Ok(())
 }
 
+/// `06-slow-consumer-isolated` on a server with a short outbound queue, so few messages
+/// overflow it.
+mod verify_06_slow_consumer_isolated {
+    use super::*;
+
+    async fn on(store: StoreKind) -> Result<()> {
+        let config = ServerConfig {
+            outbound_queue_len_max: 8,
+            ..ServerConfig::default()
+        };
+        passes_with(store, config, "06-slow-consumer-isolated").await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() -> Result<()> {
+        on(StoreKind::Postgres).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() -> Result<()> {
+        on(StoreKind::Sqlite).await
+    }
+}
+
 /// Pull threshold of the server the threshold check runs against: a small group reaches it.
 const SMALL_PULL_THRESHOLD: u32 = 5;
 

@@ -288,3 +288,115 @@ pub async fn pull_group_hints_coalesced(ctx: &Ctx) -> Observed {
         latency.as_millis()
     ))
 }
+
+/// Bytes the kernel's socket buffers may hold between the server and a client that does not
+/// read (send and receive buffers, generously): pushes beyond the queue that still fit there.
+const SOCKET_BUFFERS_BYTES_MAX: i64 = 32 * 1024 * 1024;
+/// Most messages the slow-consumer check sends; more makes it NOT_RUN.
+const SLOW_MESSAGES_MAX: i64 = 6_000;
+/// How far the sender runs ahead of the fast reader, in messages.
+const SLOW_LEAD: usize = 4;
+/// Room in a send request beside the body.
+const REQUEST_OVERHEAD_BYTES: i64 = 256;
+
+/// A client that never reads fills its bounded queue and is disconnected, while another
+/// member's deliveries are complete and in order. The sender stays a few messages ahead of
+/// the fast reader, so the fast one is never the slow one.
+pub async fn slow_consumer_isolated(ctx: &Ctx) -> Observed {
+    let queue = ctx.target.limit("ws_outbound_queue_len_max").unwrap_or(0);
+    let body_len = ctx
+        .target
+        .limit("body_bytes_max")
+        .unwrap_or(0)
+        .min(ctx.target.limit("request_bytes_max").unwrap_or(0) - REQUEST_OVERHEAD_BYTES);
+    if queue <= 0 || body_len <= 0 {
+        return Err(CheckError::Failed(format!(
+            "the server reports queue {queue}, body {body_len}"
+        )));
+    }
+    let messages = queue + SOCKET_BUFFERS_BYTES_MAX / body_len + 16;
+    if messages > SLOW_MESSAGES_MAX {
+        return Err(CheckError::NotRun(format!(
+            "overflowing a queue of {queue} frames of at most {body_len} bytes takes {messages} \
+             messages; verify sends at most {SLOW_MESSAGES_MAX}"
+        )));
+    }
+    let ana = ctx.user("ana").await?;
+    let fast = ctx.user("fast").await?;
+    let slow = ctx.user("slow").await?;
+    let conv = ctx.id("c");
+    ana.create_conversation(
+        &NewConversation::group([ctx.id("fast"), ctx.id("slow")]).with_conv_id(&conv),
+    )
+    .await?;
+    let mut ws_fast = Ws::connect(&ctx.target.base_url, fast.token()).await?;
+    // From here on the slow client does not read until the end.
+    let mut ws_slow = Ws::connect(&ctx.target.base_url, slow.token()).await?;
+    let body = "x".repeat(body_len as usize);
+    let total = messages as usize;
+    let (read_tx, mut read_rx) = tokio::sync::watch::channel(0usize);
+    let reader = tokio::spawn(async move {
+        let mut seqs = Vec::with_capacity(total);
+        while seqs.len() < total {
+            let push = ws_fast.next_of("event", 4 * FRAME_WAIT).await?;
+            seqs.push(push["event"]["seq"].as_i64().unwrap_or(-1));
+            let _ = read_tx.send(seqs.len());
+        }
+        Ok::<Vec<i64>, CheckError>(seqs)
+    });
+    for i in 0..total {
+        let caught_up = read_rx.wait_for(|read| read + SLOW_LEAD >= i);
+        match tokio::time::timeout(4 * FRAME_WAIT, caught_up).await {
+            Ok(Ok(_)) => {}
+            _ => {
+                return Err(CheckError::Failed(format!(
+                    "the fast client stopped reading at {i}"
+                )))
+            }
+        }
+        ana.send(&conv, &format!("m-{i}"), &body).await?;
+    }
+    let seqs = reader
+        .await
+        .map_err(|e| CheckError::Failed(format!("reader task: {e}")))??;
+    ensure!(
+        seqs == (4..4 + messages).collect::<Vec<i64>>(),
+        "the fast client's pushes were not complete and in order"
+    );
+    ctx.note(format!(
+        "{messages} messages of {body_len} bytes; the fast client got all, in order"
+    ));
+    // The slow client now reads what reached it: its stream must end before the last message.
+    let bound = FRAME_WAIT
+        + std::time::Duration::from_millis(
+            ctx.target.limit("ws_close_timeout_ms").unwrap_or(0).max(0) as u64,
+        );
+    let mut got = 0;
+    let end = loop {
+        match ws_slow.next_or_end(bound).await? {
+            crate::ws::Next::Frame(v) => {
+                if v["type"] == "event" {
+                    got += 1;
+                }
+            }
+            crate::ws::Next::Ended(code) => break code,
+            crate::ws::Next::Quiet => {
+                return Err(CheckError::Failed(format!(
+                    "the slow client is still connected after {got} of {messages} events"
+                )))
+            }
+        }
+    };
+    ctx.note(format!("slow client: {got} events, then ended with {end}"));
+    ensure!(
+        (got as i64) < messages,
+        "the slow client received all {messages} events: nothing was bounded"
+    );
+    ensure!(
+        end == 4008 || end == 1006,
+        "the slow client's connection ended with {end}"
+    );
+    Ok(format!(
+        "fast client: {messages} of {messages} in order; slow client cut off after {got} with {end}"
+    ))
+}
