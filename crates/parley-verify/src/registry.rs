@@ -189,7 +189,7 @@ pub fn registry() -> Vec<CheckDef> {
         check!("11-purge-advances-min-seq", "A purge advances min_seq.",
             "min_seq past the purged events; truncated read; the next send continues the sequence", Api, boxed!(retention::purge_advances_min_seq)),
         check!("11-purge-never-waits-for-a-busy-conversation", "The purge skips a busy conversation instead of waiting.",
-            "purge finishes while a conversation is locked", Database, None),
+            "with one retention conversation locked, a free one and a later one are purged (no round stuck); the locked one after the release", Database, boxed!(retention::purge_never_waits_for_a_busy_conversation)),
         check!("11-recall-erases-body", "A recall erases the body for every reader.",
             "recalled, no body, for sender and reader", Api, boxed!(recall::recall_erases_body)),
         check!("11-recall-idempotent", "Recalling twice answers the first recall.",

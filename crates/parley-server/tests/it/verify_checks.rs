@@ -194,6 +194,10 @@ verify_on_postgres!(
     "07-epoch-invalidates-cursor"
 );
 verify_on_postgres!(verify_06_ack_after_commit, "06-ack-after-commit");
+verify_on_postgres!(
+    verify_11_purge_never_waits_for_a_busy_conversation,
+    "11-purge-never-waits-for-a-busy-conversation"
+);
 
 /// Without a database URL, every check that needs one is NOT_RUN with that reason, and the
 /// checks with no code in verify say so: none is missing from the run.

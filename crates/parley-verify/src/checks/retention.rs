@@ -199,3 +199,53 @@ pub async fn tombstone_expiry(ctx: &Ctx) -> Observed {
         fresh.seq
     ))
 }
+
+/// While a transaction of the check holds one retention conversation's row lock, the
+/// server's purge keeps working: another conversation is purged, and a third, written after
+/// that, is purged by a later round, so no round is stuck on the lock; the busy one keeps its
+/// events until the lock is released, then is purged too.
+pub async fn purge_never_waits_for_a_busy_conversation(ctx: &Ctx) -> Observed {
+    ctx.needs_postgres()?;
+    purge_interval_ms(ctx)?;
+    let mut holder = ctx.db().await?;
+    let ana = ctx.user("ana").await?;
+    let (busy, free, later) = (ctx.id("busy"), ctx.id("free"), ctx.id("later"));
+    for conv in [&busy, &free] {
+        ana.create_conversation(
+            &NewConversation::group(Vec::<String>::new())
+                .with_conv_id(conv)
+                .with_retention_ms(RETENTION_MS),
+        )
+        .await?;
+        ana.send(conv, "m-1", "x").await?; // 2
+    }
+    sqlx::Executor::execute(&mut holder, "BEGIN").await?;
+    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = $1 FOR UPDATE")
+        .bind(&busy)
+        .execute(&mut holder)
+        .await?;
+    ctx.note(format!("holder: BEGIN; SELECT … FOR UPDATE ({busy})"));
+    let outcome = async {
+        wait_min_seq(ctx, &ana, &free, 3).await?;
+        ana.create_conversation(
+            &NewConversation::group(Vec::<String>::new())
+                .with_conv_id(&later)
+                .with_retention_ms(RETENTION_MS),
+        )
+        .await?;
+        ana.send(&later, "m-1", "x").await?;
+        wait_min_seq(ctx, &ana, &later, 3).await?;
+        let held = ana.get_conversation(&busy).await?;
+        ensure!(
+            held.min_seq == 1,
+            "the locked conversation was purged: min_seq {}",
+            held.min_seq
+        );
+        Ok::<(), CheckError>(())
+    }
+    .await;
+    sqlx::Executor::execute(&mut holder, "ROLLBACK").await?;
+    outcome?;
+    wait_min_seq(ctx, &ana, &busy, 3).await?;
+    Ok("purged a free and a later conversation while one was locked; the locked one after its release".into())
+}
