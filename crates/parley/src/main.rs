@@ -21,6 +21,9 @@ const LOG_FILTER_DEFAULT: &str = "info";
 /// Log filter of `parley bench` when `RUST_LOG` is not set: its hundreds of simulated devices
 /// would log every reconnect; the progress bar and the summary say what happens.
 const BENCH_LOG_FILTER_DEFAULT: &str = "warn";
+/// Log filter of `parley verify` when `RUST_LOG` is not set: one line per check, without the
+/// database's notices about the scratch schemas it drops.
+const VERIFY_LOG_FILTER_DEFAULT: &str = "warn,parley_verify=info";
 
 /// Logs go to standard output, as text or JSON lines. Colour codes only reach a terminal: in
 /// a file or a pipe they would be noise in every line.
@@ -42,6 +45,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_filter = match cli.command {
         Command::Bench(_) => BENCH_LOG_FILTER_DEFAULT,
+        Command::Verify(_) => VERIFY_LOG_FILTER_DEFAULT,
         _ => LOG_FILTER_DEFAULT,
     };
     let filter =
