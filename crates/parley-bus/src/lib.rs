@@ -90,6 +90,11 @@ pub trait EventBus: Send + Sync + 'static {
     /// A side effect that is not an event.
     fn notify(&self, notice: Notice);
     fn subscribe(&self) -> Subscription;
+    /// The transport between gateways: `local` (one node), `postgres` or `nats`, as the
+    /// server reports it (`GET /v1/admin/server`); a test's stand-in says `unknown`.
+    fn kind(&self) -> &'static str {
+        "unknown"
+    }
     /// True while announcements cannot reach other gateways (their transport is down); this
     /// node still serves its own devices. A bus of one node is never degraded.
     fn degraded(&self) -> bool {

@@ -36,6 +36,10 @@ impl Default for LocalBus {
 }
 
 impl EventBus for LocalBus {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
     fn announce(&self, event: Arc<Event>) {
         self.publish(Announcement::Committed(Committed {
             conv_id: event.conv_id.clone(),

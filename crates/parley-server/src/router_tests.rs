@@ -596,6 +596,7 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("post", "/v1/admin/users/{user_id}/devices"),
     ("delete", "/v1/admin/users/{user_id}/devices/{device_id}"),
     ("get", "/v1/admin/gateways"),
+    ("get", "/v1/admin/server"),
     ("post", "/v1/conversations"),
     ("get", "/v1/conversations"),
     ("get", "/v1/conversations/{conv_id}"),

@@ -52,6 +52,9 @@ pub(crate) trait Backend: Accounts + Gateways + Expiry + Send + Sync + 'static {
     /// The guards this backend was built without (`breaks.rs`); none outside a test build.
     fn breaks(&self) -> crate::breaks::Breaks;
 
+    /// The kind of store and the limits it sets on its own connections.
+    fn describe(&self) -> crate::StoreDescription;
+
     /// Runs a trivial query.
     fn ping_database(&self) -> impl StoreFuture<()> {
         async move {

@@ -15,6 +15,13 @@ pub trait Store: Send + Sync + 'static {
     /// metrics). A later call replaces the observer; a store with nothing to report (a test's
     /// stand-in) ignores it.
     fn observe(&self, _observer: std::sync::Arc<dyn crate::StoreObserver>) {}
+    /// The kind of store and the limits it sets on its own connections.
+    fn describe(&self) -> StoreDescription {
+        StoreDescription {
+            kind: "unknown",
+            idle_in_transaction_timeout_ms: None,
+        }
+    }
     /// Applies the embedded migrations.
     async fn migrate(&self) -> Result<(), StoreError>;
     /// Succeeds when the store answers a trivial query.

@@ -18,6 +18,10 @@ impl<B: Backend> Store for B {
         Backend::observe(self, observer);
     }
 
+    fn describe(&self) -> StoreDescription {
+        Backend::describe(self)
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
         self.migrate_schema().await
     }

@@ -228,3 +228,14 @@ pub struct ConversationFeed {
     /// Opaque; pass it back as `since` to get only what changed after this answer.
     pub sync_token: String,
 }
+
+/// What a store is and the limits it sets on its own database connections, as the server
+/// reports them (`GET /v1/admin/server`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreDescription {
+    /// `postgres` or `sqlite`; a test's stand-in says `unknown`.
+    pub kind: &'static str,
+    /// `idle_in_transaction_session_timeout` of the store's PostgreSQL connections, in
+    /// milliseconds (0: off); `None` where the store has no such setting.
+    pub idle_in_transaction_timeout_ms: Option<u64>,
+}

@@ -23,6 +23,7 @@ pub use parley_server::config::{
     PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT, WRITE_STALL_TIMEOUT_MS_DEFAULT,
     WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
 };
+pub use parley_store::pg::IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT;
 /// Default time a silent WebSocket connection is kept open.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 
@@ -61,6 +62,9 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Drives a running server with load and writes a report.
     Bench(Box<parley_bench::BenchArgs>),
+    /// Runs the named checks against a running server and writes result.json and report.html;
+    /// exits non-zero when a check failed.
+    Verify(VerifyArgs),
 }
 
 /// How committed events travel between gateway nodes.
@@ -203,6 +207,15 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_POOL_SIZE", default_value_t = POOL_SIZE_DEFAULT)]
     pub pool_size: u32,
 
+    /// PostgreSQL ends a connection of this process that stays idle inside a transaction for
+    /// this long (`idle_in_transaction_session_timeout`), releasing its locks; 0 turns it off.
+    #[arg(
+        long,
+        env = "PARLEY_PG_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+        default_value_t = IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT
+    )]
+    pub pg_idle_in_transaction_timeout_ms: u64,
+
     // Abuse limits and browser origins.
     /// Requests per second allowed to one device (sends) and to the admin token, with a burst
     /// of one second's worth; absent or 0 means no limit.
@@ -235,6 +248,39 @@ pub struct MigrateArgs {
     /// Directory of the embedded store, used when no database URL is given.
     #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
     pub data_dir: PathBuf,
+}
+
+#[derive(Args)]
+pub struct VerifyArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub url: String,
+
+    /// The server's admin token: verify creates scratch users and devices.
+    #[arg(long, env = "PARLEY_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: String,
+
+    /// The server's PostgreSQL, for the checks that read plans, lock rows or use a scratch
+    /// schema; without it they are NOT_RUN.
+    #[arg(long)]
+    pub database_url: Option<String>,
+
+    /// Directory for result.json and report.html (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+
+    /// Runs only this check; repeat for several. The others are listed NOT_RUN.
+    #[arg(long = "only", value_name = "ID")]
+    pub only: Vec<String>,
+
+    /// After the run, removes scratch data: with --database-url every verify run's rows,
+    /// without it this run's device tokens (see docs/VERIFY.md).
+    #[arg(long)]
+    pub cleanup: bool,
+
+    /// Time one check may take before it counts as failed.
+    #[arg(long, default_value_t = parley_verify::CHECK_TIMEOUT_MS_DEFAULT)]
+    pub check_timeout_ms: u64,
 }
 
 #[cfg(test)]

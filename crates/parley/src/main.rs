@@ -1,11 +1,12 @@
 //! The `parley` binary: parses the command line, sets up logging and hands over to `serve`,
-//! `migrate` or `bench`. Everything else lives in the library crates.
+//! `migrate`, `bench` or `verify`. Everything else lives in the library crates.
 
 mod cli;
 mod data_dir;
 mod migrate;
 mod serve;
 mod shutdown;
+mod verify;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -20,6 +21,9 @@ const LOG_FILTER_DEFAULT: &str = "info";
 /// Log filter of `parley bench` when `RUST_LOG` is not set: its hundreds of simulated devices
 /// would log every reconnect; the progress bar and the summary say what happens.
 const BENCH_LOG_FILTER_DEFAULT: &str = "warn";
+/// Log filter of `parley verify` when `RUST_LOG` is not set: one line per check, without the
+/// database's notices about the scratch schemas it drops.
+const VERIFY_LOG_FILTER_DEFAULT: &str = "warn,parley_verify=info";
 
 /// Logs go to standard output, as text or JSON lines. Colour codes only reach a terminal: in
 /// a file or a pipe they would be noise in every line.
@@ -41,6 +45,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_filter = match cli.command {
         Command::Bench(_) => BENCH_LOG_FILTER_DEFAULT,
+        Command::Verify(_) => VERIFY_LOG_FILTER_DEFAULT,
         _ => LOG_FILTER_DEFAULT,
     };
     let filter =
@@ -50,6 +55,12 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(args) => migrate::migrate(args).await,
         Command::Bench(args) => parley_bench::bench(*args).await,
+        Command::Verify(args) => match verify::verify(args).await {
+            // Failed checks are in the report; the exit code says there were some.
+            Ok(verify::Verdict::Failed) => return ExitCode::FAILURE,
+            Ok(verify::Verdict::NoFailure) => Ok(()),
+            Err(e) => Err(e),
+        },
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

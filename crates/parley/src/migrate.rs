@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 
-use crate::cli::MigrateArgs;
+use crate::cli::{MigrateArgs, IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT};
 use crate::serve::open_store;
 
 /// One connection is enough to run migrations in order.
@@ -14,6 +14,7 @@ pub async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
         args.database_url.as_deref(),
         &args.data_dir,
         MIGRATE_POOL_SIZE,
+        IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT,
     )
     .await?;
     store

@@ -52,9 +52,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(flags = ?ignored, "these settings are accepted but not in effect yet");
     }
 
-    let opened = open_store(args.database_url.as_deref(), &args.data_dir, args.pool_size)
-        .await?
-        .with_breaks(breaks);
+    let opened = open_store(
+        args.database_url.as_deref(),
+        &args.data_dir,
+        args.pool_size,
+        args.pg_idle_in_transaction_timeout_ms,
+    )
+    .await?
+    .with_breaks(breaks);
     let store = opened.store();
     if args.no_migrate {
         tracing::info!("schema migration skipped (--no-migrate)");
@@ -192,15 +197,17 @@ impl OpenedStore {
     }
 }
 
-/// PostgreSQL when a URL is given, else the embedded store in `data_dir` (created if missing).
+/// PostgreSQL when a URL is given (its connections' transactions idle at most
+/// `idle_in_transaction_timeout_ms`), else the embedded store in `data_dir` (created if missing).
 pub async fn open_store(
     database_url: Option<&str>,
     data_dir: &Path,
     pool_size: u32,
+    idle_in_transaction_timeout_ms: u64,
 ) -> anyhow::Result<OpenedStore> {
     match database_url {
         Some(url) => {
-            let store = PgStore::connect(url, pool_size)
+            let store = PgStore::connect_with(url, pool_size, idle_in_transaction_timeout_ms)
                 .await
                 .context("cannot connect to PostgreSQL")?;
             tracing::info!("store: PostgreSQL");

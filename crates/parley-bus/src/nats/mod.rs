@@ -252,6 +252,10 @@ impl NatsBus {
 }
 
 impl EventBus for NatsBus {
+    fn kind(&self) -> &'static str {
+        "nats"
+    }
+
     fn announce(&self, event: Arc<Event>) {
         self.inner.local.announce(event.clone());
         self.queue(Outbound::Event(event));

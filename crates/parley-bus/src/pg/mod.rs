@@ -218,6 +218,10 @@ impl PgBus {
 }
 
 impl EventBus for PgBus {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     fn announce(&self, event: Arc<Event>) {
         let entry = Outbound::Head(event.conv_id.clone(), event.seq);
         self.inner.local.announce(event);

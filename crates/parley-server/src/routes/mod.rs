@@ -11,6 +11,7 @@ mod messages;
 mod metrics;
 mod read;
 mod recall;
+mod server_info;
 
 use axum::Router;
 use utoipa::OpenApi;
@@ -32,6 +33,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::issue_device))
         .routes(routes!(admin::revoke_device))
         .routes(routes!(gateways::list))
+        .routes(routes!(server_info::describe))
         .routes(routes!(conversations::create, conversations::list))
         .routes(routes!(conversations::get_one))
         .routes(routes!(members::add))

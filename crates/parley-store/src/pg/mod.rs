@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use parley_domain::{ConvId, EventsPage, UserId};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use timed_pool::TimedPool;
 
@@ -42,6 +42,28 @@ use crate::types::{SendOutcome, SendRequest};
 
 /// How long a request waits for a pooled connection before the store counts as unavailable.
 const POOL_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
+
+/// Default `idle_in_transaction_session_timeout` of the store's connections: a connection that
+/// sits in an open transaction this long (a stuck client of the pool, a hung task holding a
+/// conversation's row lock) is ended by PostgreSQL, so a lock is never held without bound.
+/// Far above any transaction of the store, which never waits on anything but the database.
+pub const IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// The options of every connection of the store's pool: the URL's, with the store's
+/// `idle_in_transaction_session_timeout` (0 turns it off). Public so that `parley verify` can
+/// build a connection the same way.
+pub fn connect_options(
+    url: &str,
+    idle_in_transaction_timeout_ms: u64,
+) -> Result<PgConnectOptions, StoreError> {
+    let options: PgConnectOptions = url
+        .parse()
+        .map_err(|e: sqlx::Error| StoreError::Unavailable(format!("bad database URL: {e}")))?;
+    Ok(options.options([(
+        "idle_in_transaction_session_timeout",
+        idle_in_transaction_timeout_ms.to_string(),
+    )]))
+}
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -56,17 +78,33 @@ pub struct PgStore {
     sends: Arc<send_queue::SendQueue>,
     /// The guards this store runs without (`breaks.rs`); none outside a test build.
     breaks: Breaks,
+    /// The `idle_in_transaction_session_timeout` its connections were opened with; `None` for
+    /// a pool made elsewhere (`from_pool`).
+    idle_in_transaction_timeout_ms: Option<u64>,
 }
 
 impl PgStore {
-    /// Connects a pool of at most `pool_size` connections.
+    /// Connects a pool of at most `pool_size` connections, with the default
+    /// `idle_in_transaction_session_timeout`.
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, StoreError> {
+        Self::connect_with(url, pool_size, IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT).await
+    }
+
+    /// Connects a pool of at most `pool_size` connections whose transactions PostgreSQL ends
+    /// after `idle_in_transaction_timeout_ms` idle (0: never).
+    pub async fn connect_with(
+        url: &str,
+        pool_size: u32,
+        idle_in_transaction_timeout_ms: u64,
+    ) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(pool_size)
             .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
-            .connect(url)
+            .connect_with(connect_options(url, idle_in_transaction_timeout_ms)?)
             .await?;
-        Ok(Self::from_pool(pool))
+        let mut store = Self::from_pool(pool);
+        store.idle_in_transaction_timeout_ms = Some(idle_in_transaction_timeout_ms);
+        Ok(store)
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
@@ -75,6 +113,7 @@ impl PgStore {
             sends: Arc::new(send_queue::SendQueue::new(pool.clone(), Breaks::default())),
             pool,
             breaks: Breaks::default(),
+            idle_in_transaction_timeout_ms: None,
         }
     }
 
@@ -85,6 +124,7 @@ impl PgStore {
             sends: Arc::new(send_queue::SendQueue::new(self.pool.clone(), breaks)),
             pool: self.pool,
             breaks,
+            idle_in_transaction_timeout_ms: self.idle_in_transaction_timeout_ms,
         }
     }
 
@@ -98,6 +138,13 @@ impl PgStore {
 impl Backend for PgStore {
     type Tx = PgTx<'static>;
     type Conn = PoolConnection<Postgres>;
+
+    fn describe(&self) -> crate::StoreDescription {
+        crate::StoreDescription {
+            kind: "postgres",
+            idle_in_transaction_timeout_ms: self.idle_in_transaction_timeout_ms,
+        }
+    }
 
     async fn begin_write(&self) -> Result<PgTx<'static>, StoreError> {
         self.pool.begin().await

@@ -185,6 +185,13 @@ impl Backend for SqliteStore {
     type Tx = Tx<'static>;
     type Conn = PoolConnection<Sqlite>;
 
+    fn describe(&self) -> crate::StoreDescription {
+        crate::StoreDescription {
+            kind: "sqlite",
+            idle_in_transaction_timeout_ms: None,
+        }
+    }
+
     /// Holds the write lock from the first statement (`BEGIN IMMEDIATE`).
     async fn begin_write(&self) -> Result<Tx<'static>, StoreError> {
         let conn = self.acquire(&self.writer).await?;

@@ -8,6 +8,7 @@ mod p10_statements;
 mod pg_contract;
 mod pg_controls;
 mod pg_failure;
+mod pg_idle_transaction;
 mod sqlite_contract;
 mod sqlite_failure;
 mod sqlite_files;

@@ -7,3 +7,4 @@ mod break_process;
 mod conn_hardening;
 mod observability;
 mod restart_safety;
+mod verify_process;
