@@ -5,7 +5,8 @@
 # `<test>::sqlite`) in the same nextest run, so one summary counts both. A missing PostgreSQL
 # fails the run; tests are never skipped for lack of one. Then scripts/cluster_smoke.sh runs
 # scripts/cluster.sh (three gateways on NATS behind nginx; nginx is installed with apt-get when
-# missing), and last scripts/schemathesis.sh checks a running server against its own OpenAPI
+# missing), scripts/verify.sh runs `parley verify` against a server on each store, and last
+# scripts/schemathesis.sh checks a running server against its own OpenAPI
 # document on both stores.
 set -euo pipefail
 
@@ -125,6 +126,11 @@ fi
 # Three gateways on NATS behind nginx, started and stopped by scripts/cluster.sh.
 say "scripts/cluster_smoke.sh"
 bash scripts/cluster_smoke.sh || die "the cluster smoke test failed"
+
+# `parley verify` against a server on each store, the database checks on PostgreSQL; every
+# check PASS or NOT_RUN with its reason (docs/VERIFY.md).
+say "scripts/verify.sh"
+bash scripts/verify.sh --out target/verify || die "parley verify found a failing check"
 
 # The API against its own OpenAPI document, on both stores (README: "Check the API").
 say "scripts/schemathesis.sh"
