@@ -1,4 +1,4 @@
-//! The command line: `parley serve`, `parley migrate` and `parley bench`. Every serve flag can also be set by
+//! The command line: `parley serve`, `parley migrate`, `parley bench` and `parley chaos`. Every serve flag can also be set by
 //! the environment variable `PARLEY_<NAME>` (SPEC §6, configuration).
 
 use std::net::SocketAddr;
@@ -61,6 +61,8 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Drives a running server with load and writes a report.
     Bench(Box<parley_bench::BenchArgs>),
+    /// Runs seeded fault schedules under load on a cluster of its own and checks the history.
+    Chaos(Box<parley_chaos::ChaosArgs>),
 }
 
 /// How committed events travel between gateway nodes.

@@ -1,5 +1,5 @@
 //! The `parley` binary: parses the command line, sets up logging and hands over to `serve`,
-//! `migrate` or `bench`. Everything else lives in the library crates.
+//! `migrate`, `bench` or `chaos`. Everything else lives in the library crates.
 
 mod cli;
 mod data_dir;
@@ -17,8 +17,9 @@ use crate::cli::{Cli, Command, LogFormat};
 
 /// Log filter when `RUST_LOG` is not set.
 const LOG_FILTER_DEFAULT: &str = "info";
-/// Log filter of `parley bench` when `RUST_LOG` is not set: its hundreds of simulated devices
-/// would log every reconnect; the progress bar and the summary say what happens.
+/// Log filter of `parley bench` and `parley chaos` when `RUST_LOG` is not set: their
+/// simulated devices would log every reconnect; the progress lines and the summary say what
+/// happens.
 const BENCH_LOG_FILTER_DEFAULT: &str = "warn";
 
 /// Logs go to standard output, as text or JSON lines. Colour codes only reach a terminal: in
@@ -40,7 +41,7 @@ fn init_logs(format: LogFormat, filter: EnvFilter) {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_filter = match cli.command {
-        Command::Bench(_) => BENCH_LOG_FILTER_DEFAULT,
+        Command::Bench(_) | Command::Chaos(_) => BENCH_LOG_FILTER_DEFAULT,
         _ => LOG_FILTER_DEFAULT,
     };
     let filter =
@@ -50,6 +51,7 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(args) => migrate::migrate(args).await,
         Command::Bench(args) => parley_bench::bench(*args).await,
+        Command::Chaos(args) => parley_chaos::chaos(*args).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
