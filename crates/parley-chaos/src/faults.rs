@@ -35,6 +35,7 @@ pub async fn run_faults(
     for fault in &schedule.faults {
         tokio::time::sleep_until((started + Duration::from_millis(fault.at_ms)).into()).await;
         let started_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(kind = fault.kind.as_str(), started_ms, "fault");
         let (status, detail) = match inject(fault, cluster, load).await {
             Ok(Some(detail)) => ("injected", detail),
             Ok(None) => ("skipped", skip_reason(fault.kind).to_owned()),
@@ -98,7 +99,7 @@ async fn inject(fault: &Fault, cluster: &mut Cluster, load: &Load) -> Result<Opt
             let Some(pg) = cluster.postgres.as_mut() else {
                 return Ok(None);
             };
-            tokio::task::block_in_place(|| pg.restart())?;
+            pg.restart().await?;
             Ok(Some("pg_ctl restart -m fast".to_owned()))
         }
         FaultKind::NatsRestart => {

@@ -99,12 +99,15 @@ pub struct ChaosArgs {
     pub nats_server: PathBuf,
 }
 
-/// Runs the lab; fails when a schedule found an anomaly or could not run. Ctrl-C stops it,
-/// and every process it started, cleanly.
+/// Runs the lab; fails when a schedule found an anomaly or could not run. Ctrl-C or SIGTERM
+/// stops it, and every process it started, cleanly.
 pub async fn chaos(args: ChaosArgs) -> Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
     let summary = tokio::select! {
         summary = run(&args) => summary?,
         _ = tokio::signal::ctrl_c() => bail!("interrupted; the lab's processes were stopped"),
+        _ = terminate.recv() => bail!("terminated; the lab's processes were stopped"),
     };
     println!("{}", serde_json::to_string_pretty(&summary)?);
     let anomalies: u64 = summary.anomalies.values().sum();
@@ -243,11 +246,14 @@ async fn run_schedule(
         .context("setting up the schedule's users and conversations")?;
     let started = Instant::now();
     let until = started + Duration::from_millis(schedule.schedule_ms);
+    tracing::info!(schedule = schedule.index, "load and faults");
     let (faults, ()) = tokio::join!(
         faults::run_faults(schedule, cluster, &load, started),
         load.run(until, schedule.seed),
     );
+    tracing::info!(schedule = schedule.index, "healing");
     let repaired = cluster.heal().await.context("healing the cluster")?;
+    tracing::info!(schedule = schedule.index, "catching up");
     let finished = load.finish().await.context("catching up and reading the final logs");
     let records = rec.records();
     let path = dir.join("history.jsonl");

@@ -77,6 +77,8 @@ pub struct Conv {
     pub epoch: i64,
     /// Indices of its member users.
     pub members: Vec<usize>,
+    /// The seq each member joined at, in the order of `members`.
+    pub joined: Vec<i64>,
 }
 
 /// One device of the schedule.
@@ -198,14 +200,30 @@ impl Load {
         let hot = plans.len() - 1;
         let mut convs = Vec::new();
         for (creator, new, members) in plans {
-            let conv = owner(creator)?
+            let owner = owner(creator)?;
+            let conv = owner
                 .create_conversation(&new)
                 .await
                 .context("creating a conversation")?;
+            // A member sees the log from its own join on: the seq of its `join` event.
+            let joins = owner
+                .all_events(&conv.conv_id)
+                .await
+                .context("reading the joins of a new conversation")?;
+            let joined = members
+                .iter()
+                .map(|&u| {
+                    joins
+                        .iter()
+                        .find(|e| e.subject_user.as_deref() == Some(users[u].as_str()))
+                        .map_or(1, |e| e.seq)
+                })
+                .collect();
             convs.push(Conv {
                 conv_id: conv.conv_id,
                 epoch: conv.epoch,
                 members,
+                joined,
             });
         }
         let mut devices = Vec::new();
@@ -222,12 +240,18 @@ impl Load {
                 .filter(|c| convs[*c].members.contains(&user))
                 .collect();
             for &c in &member_of {
+                let conv = &convs[c];
+                let from_seq = conv
+                    .members
+                    .iter()
+                    .position(|&m| m == user)
+                    .map_or(1, |i| conv.joined[i]);
                 rec.record(|_| {
                     Record::Member(Member {
-                        conv: convs[c].conv_id.clone(),
+                        conv: conv.conv_id.clone(),
                         user: users[user].clone(),
                         device: name.clone(),
-                        from_seq: 1,
+                        from_seq,
                         to_seq: None,
                     })
                 });
@@ -305,6 +329,7 @@ impl Load {
             resends.spawn(async move { load.resend_unknown(&device).await });
         }
         while resends.join_next().await.is_some() {}
+        tracing::info!("unknown sends resent; closing the sessions");
         for device in &self.devices {
             // A session task that ended already has nothing left to close.
             let _ = device.control.send(Control::Stop);
@@ -313,6 +338,7 @@ impl Load {
         if let Some(mut receivers) = receivers {
             while receivers.join_next().await.is_some() {}
         }
+        tracing::info!("sessions closed; syncing");
         for device in &self.devices {
             for &c in &device.convs {
                 self.catch_up(device, c).await?;

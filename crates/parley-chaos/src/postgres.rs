@@ -91,15 +91,17 @@ impl LabPostgres {
     }
 
     /// `pg_ctl restart -m fast`: every connection is cut, the instance is back when it returns.
-    pub fn restart(&mut self) -> Result<()> {
+    pub async fn restart(&mut self) -> Result<()> {
         let data = self.data.to_string_lossy().into_owned();
-        let options = self.server_options();
-        self.run(
+        let (log, options) = (self.log_path(), self.server_options());
+        self.run_async(
             "pg_ctl",
             &[
-                "restart", "-m", "fast", "-w", "-t", PG_CTL_WAIT_S, "-D", &data, "-o", &options,
+                "restart", "-m", "fast", "-w", "-t", PG_CTL_WAIT_S, "-D", &data, "-l", &log, "-o",
+                &options,
             ],
-        )?;
+        )
+        .await?;
         self.running = true;
         Ok(())
     }
@@ -125,16 +127,16 @@ impl LabPostgres {
         )
     }
 
+    /// The server's log. Every start and restart names it: without it the server would
+    /// inherit `pg_ctl`'s output pipes, and waiting for `pg_ctl` would wait for the server.
+    fn log_path(&self) -> String {
+        let dir = self.data.parent().unwrap_or(&self.data);
+        dir.join("postgres.log").to_string_lossy().into_owned()
+    }
+
     fn pg_ctl_start(&mut self) -> Result<()> {
         let data = self.data.to_string_lossy().into_owned();
-        let log = self
-            .data
-            .parent()
-            .unwrap_or(&self.data)
-            .join("postgres.log")
-            .to_string_lossy()
-            .into_owned();
-        let options = self.server_options();
+        let (log, options) = (self.log_path(), self.server_options());
         self.run(
             "pg_ctl",
             &[
@@ -145,8 +147,8 @@ impl LabPostgres {
         Ok(())
     }
 
-    /// Runs one PostgreSQL program, as `postgres` when the lab is root.
-    fn run(&self, program: &str, args: &[&str]) -> Result<()> {
+    /// The command that runs one PostgreSQL program, as `postgres` when the lab is root.
+    fn command(&self, program: &str, args: &[&str]) -> Command {
         let path = self.bindir.join(program);
         let mut command = if self.as_postgres {
             let mut c = Command::new("runuser");
@@ -155,20 +157,43 @@ impl LabPostgres {
         } else {
             Command::new(&path)
         };
-        let out = command
-            .args(args)
-            .output()
-            .with_context(|| format!("running {}", path.display()))?;
-        if !out.status.success() {
-            bail!(
-                "{program} {} failed ({}): {}",
-                args.first().unwrap_or(&""),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
+        command.args(args).stdin(std::process::Stdio::null());
+        command
     }
+
+    /// [`LabPostgres::run`] without blocking the runtime, and cancelled with its future (a
+    /// Ctrl-C during a restart).
+    async fn run_async(&self, program: &str, args: &[&str]) -> Result<()> {
+        let mut command = tokio::process::Command::from(self.command(program, args));
+        let out = command
+            .kill_on_drop(true)
+            .output()
+            .await
+            .with_context(|| format!("running {program}"))?;
+        check(program, args, &out)
+    }
+
+    /// Runs one PostgreSQL program and waits for it.
+    fn run(&self, program: &str, args: &[&str]) -> Result<()> {
+        let out = self
+            .command(program, args)
+            .output()
+            .with_context(|| format!("running {program}"))?;
+        check(program, args, &out)
+    }
+}
+
+/// Fails unless the program succeeded, with its error output.
+fn check(program: &str, args: &[&str], out: &std::process::Output) -> Result<()> {
+    if !out.status.success() {
+        bail!(
+            "{program} {} failed ({}): {}",
+            args.first().unwrap_or(&""),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 impl Drop for LabPostgres {
