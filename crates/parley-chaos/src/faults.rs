@@ -58,7 +58,9 @@ pub async fn run_faults(
 
 fn skip_reason(kind: FaultKind) -> &'static str {
     match kind {
-        FaultKind::PgRestart => "the database was given (--database-url): the lab restarts only its own PostgreSQL",
+        FaultKind::PgRestart => {
+            "the database was given (--database-url): the lab restarts only its own PostgreSQL"
+        }
         FaultKind::NatsRestart => "the bus is PostgreSQL's: there is no NATS server to restart",
         _ => "not possible in this cluster",
     }
@@ -109,7 +111,10 @@ async fn inject(fault: &Fault, cluster: &mut Cluster, load: &Load) -> Result<Opt
             nats.kill().await?;
             tokio::time::sleep(hold).await;
             nats.ensure_running().await?;
-            Ok(Some(format!("nats-server killed, restarted on {}", nats.url())))
+            Ok(Some(format!(
+                "nats-server killed, restarted on {}",
+                nats.url()
+            )))
         }
         FaultKind::StuckRowLock => {
             let conv_id = load.conv_id(load.hot).to_owned();

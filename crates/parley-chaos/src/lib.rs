@@ -214,9 +214,14 @@ async fn run(args: &ChaosArgs) -> Result<Summary> {
                 let error = format!("{e:#}");
                 eprintln!("schedule {index:03} could not run: {error}");
                 write_json(&dir.join("report.json"), &json!({ "error": error }))?;
-                summary.schedule_errors.push(json!({"schedule": index, "error": error}));
+                summary
+                    .schedule_errors
+                    .push(json!({"schedule": index, "error": error}));
                 // The next schedule needs a healed cluster; without one the run ends here.
-                cluster.heal().await.context("healing after a failed schedule")?;
+                cluster
+                    .heal()
+                    .await
+                    .context("healing after a failed schedule")?;
                 summary.schedules_run += 1;
             }
         }
@@ -254,7 +259,10 @@ async fn run_schedule(
     tracing::info!(schedule = schedule.index, "healing");
     let repaired = cluster.heal().await.context("healing the cluster")?;
     tracing::info!(schedule = schedule.index, "catching up");
-    let finished = load.finish().await.context("catching up and reading the final logs");
+    let finished = load
+        .finish()
+        .await
+        .context("catching up and reading the final logs");
     let records = rec.records();
     let path = dir.join("history.jsonl");
     let mut file = std::io::BufWriter::new(

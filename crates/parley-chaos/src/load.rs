@@ -58,6 +58,14 @@ const CONNECT_ATTEMPTS_MAX: u32 = 120;
 /// 50 operations per second, a steady load a 2-core machine carries beside its faults.
 const OP_PAUSE_MS_MIN: u64 = 40;
 const OP_PAUSE_MS_MAX: u64 = 160;
+/// The mix of operations, as bounds on a roll of 0..100: sends over HTTP below
+/// `SEND_REALTIME_FROM` (55 %), sends on the session below `RESEND_FROM` (15 %), resends of an
+/// unknown send below `READ_FROM` (10 %; a new send when there is none), reads below
+/// `MARK_READ_FROM` (10 %), mark-read above (10 %). Mostly sends: they are what can be lost.
+const SEND_REALTIME_FROM: u32 = 55;
+const RESEND_FROM: u32 = 70;
+const READ_FROM: u32 = 80;
+const MARK_READ_FROM: u32 = 90;
 /// Events per page of a read and of the catch-up.
 const READ_PAGE_LEN: u32 = 50;
 /// Events per page of the final log: the server's maximum.
@@ -276,7 +284,9 @@ impl Load {
             users,
             convs,
             devices,
-            user_locks: (0..USERS_LEN).map(|_| tokio::sync::Mutex::new(())).collect(),
+            user_locks: (0..USERS_LEN)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
             receivers: Mutex::new(None),
             hot,
         });
@@ -414,8 +424,10 @@ impl Load {
                     })
                     .collect()
             };
-            let tracked: Vec<(&str, i64, i64)> =
-                tracked.iter().map(|(c, e, s)| (c.as_str(), *e, *s)).collect();
+            let tracked: Vec<(&str, i64, i64)> = tracked
+                .iter()
+                .map(|(c, e, s)| (c.as_str(), *e, *s))
+                .collect();
             let options = RealtimeOptions {
                 answer_timeout_ms: REQUEST_TIMEOUT_MS,
                 handshake_timeout_ms: REQUEST_TIMEOUT_MS,
@@ -471,7 +483,8 @@ impl Load {
             let gateway = rng.gen_range(0..self.urls.len());
             let conv = device.convs[rng.gen_range(0..device.convs.len())];
             let roll = rng.gen_range(0..100);
-            let retry = (roll >= 70 && roll < 80)
+            let resend = (RESEND_FROM..READ_FROM).contains(&roll);
+            let retry = resend
                 .then(|| {
                     let mut unknown = lock(&device.unknown);
                     (!unknown.is_empty()).then(|| unknown.remove(0))
@@ -480,16 +493,16 @@ impl Load {
             if let Some((conv, client_msg_id)) = retry {
                 self.send(device, conv, &client_msg_id, Transport::Http(gateway))
                     .await;
-            } else if roll < 80 {
+            } else if roll < READ_FROM {
                 sent += 1;
                 let client_msg_id = format!("{}-m{sent}", device.name);
-                let transport = if roll < 55 {
+                let transport = if roll < SEND_REALTIME_FROM {
                     Transport::Http(gateway)
                 } else {
                     Transport::Realtime
                 };
                 self.send(device, conv, &client_msg_id, transport).await;
-            } else if roll < 90 {
+            } else if roll < MARK_READ_FROM {
                 self.read(device, conv, gateway, &mut rng).await;
             } else {
                 self.mark_read(device, conv, gateway).await;

@@ -97,7 +97,17 @@ impl LabPostgres {
         self.run_async(
             "pg_ctl",
             &[
-                "restart", "-m", "fast", "-w", "-t", PG_CTL_WAIT_S, "-D", &data, "-l", &log, "-o",
+                "restart",
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                PG_CTL_WAIT_S,
+                "-D",
+                &data,
+                "-l",
+                &log,
+                "-o",
                 &options,
             ],
         )
@@ -140,7 +150,16 @@ impl LabPostgres {
         self.run(
             "pg_ctl",
             &[
-                "start", "-w", "-t", PG_CTL_WAIT_S, "-D", &data, "-l", &log, "-o", &options,
+                "start",
+                "-w",
+                "-t",
+                PG_CTL_WAIT_S,
+                "-D",
+                &data,
+                "-l",
+                &log,
+                "-o",
+                &options,
             ],
         )?;
         self.running = true;

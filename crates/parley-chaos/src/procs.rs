@@ -123,11 +123,17 @@ impl LabNats {
             if let Some(child) = self.child.as_mut() {
                 if let Some(status) = child.try_wait()? {
                     self.child = None;
-                    bail!("nats-server exited at start: {status} (is port {} taken?)", self.addr);
+                    bail!(
+                        "nats-server exited at start: {status} (is port {} taken?)",
+                        self.addr
+                    );
                 }
             }
             if Instant::now() >= deadline {
-                bail!("nats-server did not listen on {} within {NATS_START_WAIT_MS} ms", self.addr);
+                bail!(
+                    "nats-server did not listen on {} within {NATS_START_WAIT_MS} ms",
+                    self.addr
+                );
             }
             tokio::time::sleep(Duration::from_millis(PROBE_INTERVAL_MS)).await;
         }
@@ -236,7 +242,9 @@ impl Gateway {
 
     /// SIGSTOP: the process holds its sockets and answers nothing.
     pub fn pause(&mut self) -> Result<()> {
-        let pid = self.pid().context("pausing a gateway that is not running")?;
+        let pid = self
+            .pid()
+            .context("pausing a gateway that is not running")?;
         signal(pid, "STOP")?;
         self.paused = true;
         Ok(())

@@ -236,7 +236,10 @@ mod tests {
             .collect();
         let counts = count_by_kind(&kinds);
         for kind in FaultKind::ALL {
-            assert!(counts.get(kind.as_str()).copied().unwrap_or(0) >= 20, "{counts:?}");
+            assert!(
+                counts.get(kind.as_str()).copied().unwrap_or(0) >= 20,
+                "{counts:?}"
+            );
         }
     }
 

@@ -36,8 +36,8 @@ async fn run_chaos(out: &Path, args: &[&str]) -> (std::process::ExitStatus, Stri
 }
 
 fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -62,10 +62,17 @@ async fn a_short_chaos_run_injects_faults_under_load_and_finds_no_anomaly() {
     assert!(status.success(), "{status}: {stderr}\n{summary:#}");
     assert_eq!(summary["schedules_run"], 2, "{summary:#}");
     assert_eq!(summary["seed"], 3);
-    assert!(sum(&summary["faults"]) >= 6, "3 to 5 faults a schedule: {summary:#}");
+    assert!(
+        sum(&summary["faults"]) >= 6,
+        "3 to 5 faults a schedule: {summary:#}"
+    );
     assert!(summary["operations"].as_u64().unwrap() > 100, "{summary:#}");
     assert_eq!(sum(&summary["anomalies"]), 0, "{summary:#}");
-    assert_eq!(summary["anomalies"].as_object().unwrap().len(), 10, "every kind listed");
+    assert_eq!(
+        summary["anomalies"].as_object().unwrap().len(),
+        10,
+        "every kind listed"
+    );
     let unknown = summary["unknown_outcomes"].as_u64().unwrap();
     assert!(summary["recovered"].as_u64().unwrap() <= unknown);
     for index in 0..2 {
