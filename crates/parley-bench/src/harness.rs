@@ -162,6 +162,7 @@ pub async fn run<S: LoadModel>(args: &BenchArgs, target: &Target, scenario: &S) 
         },
     )?;
     load_report::emit(args, report, &latencies, loaded.target_rate_per_s)?;
+    load_report::write_history(args, &concluded.verification.history)?;
     let violations = concluded.verification.violations.total();
     if violations > 0 {
         bail!(

@@ -69,11 +69,6 @@ pub fn client_msg_id(id: u64) -> String {
     format!("m{id}")
 }
 
-/// The send number in a `client_msg_id`, for events of the benchmark.
-pub fn parse_client_msg_id(s: &str) -> Option<u64> {
-    s.strip_prefix('m')?.parse().ok()
-}
-
 /// Live counters, read by the progress display.
 #[derive(Debug, Default)]
 pub struct LoadCounters {
@@ -381,13 +376,6 @@ pub async fn closed_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn client_msg_ids_round_trip() {
-        assert_eq!(parse_client_msg_id(&client_msg_id(42)), Some(42));
-        assert_eq!(parse_client_msg_id("x42"), None);
-        assert_eq!(parse_client_msg_id("m"), None);
-    }
 
     #[test]
     fn throughput_counts_acks_over_the_elapsed_time() {

@@ -12,6 +12,9 @@ use crate::report::{percentiles_ms, summary, write_json};
 use crate::world::World;
 use crate::BenchArgs;
 
+/// The history the checker judged, beside `report.json` (`docs/HISTORY.md`).
+pub const HISTORY_FILE: &str = "history.jsonl";
+
 /// An open-loop rate is held when the throughput reaches this share of it …
 const HELD_THROUGHPUT_SHARE: f64 = 0.99;
 /// … and the 99th percentile of the ack latency, from the due time, stays within a second.
@@ -89,11 +92,14 @@ pub fn report(c: &Common<'_>) -> Value {
             "gaps": v.gaps,
             "reordered": v.reordered,
             "phantom": v.phantom,
+            "other": v.other,
             "total": v.total(),
             "examples": v.examples,
         },
         "verification": {
             "checked_pairs": c.concluded.verification.checked_pairs,
+            "anomalies": c.concluded.verification.anomalies,
+            "history": HISTORY_FILE,
             "sync_failures": c.concluded.verification.sync_failures,
         },
         "baseline_tps": baseline_tps,
@@ -163,5 +169,15 @@ pub fn emit(
     let path = write_json(&args.out, &report)?;
     println!("{}", summary(&report));
     println!("report written to {}", path.display());
+    Ok(())
+}
+
+/// Writes the history the checker judged to [`HISTORY_FILE`] in the output directory.
+pub fn write_history(args: &BenchArgs, history: &[parley_history::Record]) -> Result<()> {
+    std::fs::create_dir_all(&args.out)?;
+    let file = std::fs::File::create(args.out.join(HISTORY_FILE))?;
+    let mut out = std::io::BufWriter::new(file);
+    parley_history::write_history(&mut out, history)?;
+    std::io::Write::flush(&mut out)?;
     Ok(())
 }

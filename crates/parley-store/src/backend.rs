@@ -49,6 +49,9 @@ pub(crate) trait Backend: Accounts + Gateways + Expiry + Send + Sync + 'static {
     /// with nothing to report ignores it.
     fn observe(&self, _observer: std::sync::Arc<dyn crate::StoreObserver>) {}
 
+    /// The guards this backend was built without (`breaks.rs`); none outside a test build.
+    fn breaks(&self) -> crate::breaks::Breaks;
+
     /// Runs a trivial query.
     fn ping_database(&self) -> impl StoreFuture<()> {
         async move {
@@ -79,7 +82,7 @@ pub(crate) trait Backend: Accounts + Gateways + Expiry + Send + Sync + 'static {
     /// Commits one send. A backend may commit concurrent sends together, deciding each
     /// request by the same rule; by default each runs the send flow in its own transaction.
     fn commit_send(&self, req: &SendRequest) -> impl StoreFuture<SendOutcome> {
-        async move { send_in(self.begin_write().await?, req).await }
+        async move { send_in(self.begin_write().await?, req, self.breaks()).await }
     }
 
     /// Events after a cursor in one statement where the backend has one for this reader;

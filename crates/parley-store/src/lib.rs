@@ -8,6 +8,7 @@
 //! serialises globally; SQLite has one writer, so there every write serialises.
 
 mod backend;
+pub mod breaks;
 pub mod error;
 mod flow;
 #[cfg(test)]
@@ -26,6 +27,7 @@ pub mod token;
 mod types;
 mod views;
 
+pub use breaks::{Breaks, BreaksError, BREAKS_ENV};
 pub use error::StoreError;
 pub use observer::StoreObserver;
 pub use store::Store;

@@ -15,12 +15,24 @@ use std::sync::{Mutex, PoisonError};
 /// Executables built by this test process, by their path below the profile directory.
 static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
 
-/// The `parley` binary (`parley serve`, `parley migrate`, `parley bench`).
+/// The `parley` binary (`parley serve`, `parley migrate`, `parley bench`), built with the
+/// test-only feature `test-breaks`, so a test can start it with `PARLEY_TEST_BREAKS` (a
+/// build without the feature refuses to start when that variable names a break).
 ///
 /// # Panics
 /// When it cannot be built.
 pub fn parley_binary() -> PathBuf {
-    built(&["-p", "parley", "--bin", "parley"], "parley")
+    built(
+        &[
+            "-p",
+            "parley",
+            "--bin",
+            "parley",
+            "--features",
+            "test-breaks",
+        ],
+        "parley",
+    )
 }
 
 /// The example `name` of `package`, e.g. `example_binary("parley-client", "echo_bot")`.

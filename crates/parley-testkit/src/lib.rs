@@ -22,8 +22,8 @@ pub use process::{
 pub use sql::{Column, Sql, SqlArg, WriteLock};
 
 pub use db::{
-    TestDb, STALE_AFTER_S, STORE_POOL_SIZE_DEFAULT, TEST_DATABASE_URL_DEFAULT,
-    TEST_DATABASE_URL_ENV, TEST_DB_PREFIX,
+    keep_on_err, TestDb, STALE_AFTER_S, STORE_POOL_SIZE_DEFAULT, TEST_DATABASE_URL_DEFAULT,
+    TEST_DATABASE_URL_ENV, TEST_DB_PREFIX, TEST_KEEP_DB_ENV,
 };
 pub use parley_server::ServerConfig;
 pub use server::{GatewayBus, StoreKind, TestServer, TEST_DEVICE_ID};
@@ -31,7 +31,8 @@ pub use server::{GatewayBus, StoreKind, TestServer, TEST_DEVICE_ID};
 /// Runs the async test function `$name(store: StoreKind) -> anyhow::Result<()>` once on
 /// PostgreSQL and once on the embedded store, as the tests `$name::postgres` and
 /// `$name::sqlite`. The attributes given (e.g. `#[tokio::test(flavor = "multi_thread")]`) are
-/// put on both; without any, `#[tokio::test]`.
+/// put on both; without any, `#[tokio::test]`. Each runs inside [`keep_on_err`], so a test
+/// that returns `Err` keeps its database for reading and one that passes drops it.
 ///
 /// ```text
 /// parley_testkit::test_on_both_stores!(sends_are_acked);
@@ -50,12 +51,12 @@ macro_rules! test_on_both_stores {
         mod $name {
             $(#[$attr])+
             async fn postgres() -> ::anyhow::Result<()> {
-                super::$name($crate::StoreKind::Postgres).await
+                $crate::keep_on_err(super::$name($crate::StoreKind::Postgres)).await
             }
 
             $(#[$attr])+
             async fn sqlite() -> ::anyhow::Result<()> {
-                super::$name($crate::StoreKind::Sqlite).await
+                $crate::keep_on_err(super::$name($crate::StoreKind::Sqlite)).await
             }
         }
     };

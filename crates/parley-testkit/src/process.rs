@@ -86,6 +86,8 @@ pub struct GatewayOptions {
     pub gateway_id_prefix: String,
     /// Further `serve` flags, the same for every gateway.
     pub extra_args: Vec<String>,
+    /// Environment variables of every gateway beside the test's own, e.g. `PARLEY_TEST_BREAKS`.
+    pub env: Vec<(String, String)>,
 }
 
 impl GatewayOptions {
@@ -96,7 +98,14 @@ impl GatewayOptions {
             lease_ms: None,
             gateway_id_prefix: gateway_id_prefix.into(),
             extra_args: Vec::new(),
+            env: Vec::new(),
         }
+    }
+
+    /// Sets `name` to `value` in every gateway's environment.
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
     }
 
     pub fn with_lease_ms(mut self, lease_ms: u64) -> Self {
@@ -139,6 +148,8 @@ pub struct ServerProcess {
     admin: AdminClient,
     /// `serve` flags besides the listener, the admin token and the store.
     args: Vec<String>,
+    /// Environment variables beside the test's own.
+    env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -195,6 +206,7 @@ impl ServerProcess {
             }
             let data = Data::Postgres(db.clone());
             let mut gateway = Self::unstarted(program.clone(), data, admin_token.clone(), args);
+            gateway.env = options.env.clone();
             gateway.start().await;
             gateways.push(gateway);
         }
@@ -214,6 +226,7 @@ impl ServerProcess {
             admin_token,
             admin,
             args,
+            env: Vec::new(),
             child: None,
         }
     }
@@ -353,6 +366,7 @@ impl ServerProcess {
             .arg(&self.admin_token)
             .args(&self.args)
             .env("RUST_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         match &self.data {

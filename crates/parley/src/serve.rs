@@ -18,7 +18,7 @@ use parley_server::listener::open_files;
 use parley_server::{AppState, ServerConfig};
 use parley_store::pg::PgStore;
 use parley_store::sqlite::SqliteStore;
-use parley_store::Store;
+use parley_store::{Breaks, Store};
 use tokio::net::TcpListener;
 
 use crate::cli::{BusKind, ServeArgs, GATEWAY_LEASE_MS_MIN, HINT_INTERVAL_MS_MAX};
@@ -33,6 +33,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.bus == BusKind::Nats && args.database_url.is_none() {
         bail!("--bus nats needs PostgreSQL: give --database-url (PARLEY_DATABASE_URL)");
     }
+    // Read once, before anything else starts: a test build's removed guards, refused outright
+    // by a build without the `test-breaks` feature (never silently ignored).
+    let breaks = Breaks::from_env().context("refusing to start")?;
+    if !breaks.is_empty() {
+        tracing::warn!("test breaks active: {breaks}");
+    }
     let admin_token = resolve_admin_token(&args)?;
     let config = server_config(&args, admin_token)?;
     // Each connection holds an open file: the soft limit is raised to what the system
@@ -46,7 +52,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(flags = ?ignored, "these settings are accepted but not in effect yet");
     }
 
-    let opened = open_store(args.database_url.as_deref(), &args.data_dir, args.pool_size).await?;
+    let opened = open_store(args.database_url.as_deref(), &args.data_dir, args.pool_size)
+        .await?
+        .with_breaks(breaks);
     let store = opened.store();
     if args.no_migrate {
         tracing::info!("schema migration skipped (--no-migrate)");
@@ -159,6 +167,23 @@ pub enum OpenedStore {
 }
 
 impl OpenedStore {
+    /// The store without the guards `breaks` names (a test build only; see
+    /// `parley_store::breaks`).
+    fn with_breaks(self, breaks: Breaks) -> Self {
+        match self {
+            Self::Postgres(pg) => Self::Postgres(pg.with_breaks(breaks)),
+            Self::Sqlite(sqlite) => {
+                if breaks.no_row_lock() || breaks.no_unique_index() {
+                    tracing::warn!(
+                        "test breaks no-row-lock and no-unique-index change nothing on the \
+                         embedded store: its single writer holds the write lock from BEGIN"
+                    );
+                }
+                Self::Sqlite(sqlite.with_breaks(breaks))
+            }
+        }
+    }
+
     pub fn store(&self) -> Arc<dyn Store> {
         match self {
             Self::Postgres(pg) => Arc::new(pg.clone()),

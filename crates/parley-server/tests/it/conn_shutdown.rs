@@ -18,8 +18,6 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(5);
-/// How long the request in progress is held after the shutdown began.
-const HELD_MS: u64 = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_requests_in_progress_and_closes_idle_connections_at_once() -> Result<()> {
@@ -45,9 +43,8 @@ async fn shutdown_answers_requests_in_progress_and_closes_idle_connections_at_on
         ana.token()
     );
     busy.write_all(request.as_bytes()).await?;
-    // The request is in progress once its connection no longer waits for a head; nothing
-    // outside the server shows that moment, so the shutdown starts a little later.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The request is in progress once its authentication waits for the devices table.
+    crate::waits::lock_waiters(&server, 1, WAIT).await?;
 
     let began = Instant::now();
     let stopping = tokio::spawn(server.stop());
@@ -76,7 +73,11 @@ async fn shutdown_answers_requests_in_progress_and_closes_idle_connections_at_on
     // Reading on sends the client's own close frame, which completes the close handshake.
     while let Ok(Some(_)) = tokio::time::timeout_at(began + WAIT, ws.next()).await {}
 
-    tokio::time::sleep(Duration::from_millis(HELD_MS)).await;
+    // The shutdown closed everything else and still waits for the request it holds.
+    ensure!(
+        !stopping.is_finished(),
+        "the shutdown ended with a request in progress"
+    );
     lock.rollback().await?;
     let answer = raw_tcp::read_answer(&mut busy, WAIT).await?;
     ensure!(

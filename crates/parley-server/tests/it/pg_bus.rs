@@ -22,8 +22,6 @@ use tokio::sync::broadcast::error::TryRecvError;
 
 /// Longest wait for something that normally takes milliseconds.
 const ARRIVAL_TIMEOUT_MS: u64 = 10_000;
-/// How long to keep watching for an announcement that must not come.
-const QUIET_PERIOD_MS: u64 = 300;
 
 async fn pool(db: &TestDb) -> Result<PgPool> {
     Ok(PgPoolOptions::new()
@@ -32,13 +30,15 @@ async fn pool(db: &TestDb) -> Result<PgPool> {
         .await?)
 }
 
-async fn two_gateways() -> Result<(PgPool, PgBus, PgBus, CancellationToken)> {
+/// Two buses on a fresh database; the database goes with the returned `TestDb`, so a test
+/// keeps it to the end.
+async fn two_gateways() -> Result<(TestDb, PgPool, PgBus, PgBus, CancellationToken)> {
     let db = TestDb::create().await;
     let pool = pool(&db).await?;
     let stop = CancellationToken::new();
     let a = PgBus::start(pool.clone(), "gw-a".into(), stop.clone()).await?;
     let b = PgBus::start(pool.clone(), "gw-b".into(), stop.clone()).await?;
-    Ok((pool, a, b, stop))
+    Ok((db, pool, a, b, stop))
 }
 
 fn event(conv: &str, seq: i64) -> Arc<Event> {
@@ -72,6 +72,18 @@ async fn next(sub: &mut Subscription, what: &str) -> Result<Committed> {
         .with_context(|| format!("{what}: a notice instead of an event: {got:?}"))
 }
 
+/// `from` announces a marker event; it must be the next thing `sub` gets. Notifications reach
+/// a listener in commit order, so whatever was committed before the marker arrives before it.
+async fn marker_reaches(from: &PgBus, sub: &mut Subscription) -> Result<()> {
+    from.announce(event("c-marker", 1));
+    let got = next(sub, "the marker").await?;
+    ensure!(
+        got.conv_id.as_str() == "c-marker",
+        "before the marker: {got:?}"
+    );
+    Ok(())
+}
+
 /// The next notice; an event in between is an error.
 async fn next_notice(sub: &mut Subscription, what: &str) -> Result<Notice> {
     let got = within(what, sub.recv()).await??;
@@ -91,7 +103,7 @@ async fn stop_both(a: PgBus, b: PgBus, stop: CancellationToken) -> Result<()> {
 
 #[tokio::test]
 async fn a_local_subscriber_gets_the_full_event_at_once() -> Result<()> {
-    let (_pool, a, b, stop) = two_gateways().await?;
+    let (_db, _pool, a, b, stop) = two_gateways().await?;
     let mut sub_a = a.subscribe();
     let sent = event("c-1", 4);
     a.announce(sent.clone());
@@ -117,7 +129,7 @@ async fn a_local_subscriber_gets_the_full_event_at_once() -> Result<()> {
 
 #[tokio::test]
 async fn an_announcement_on_a_reaches_b_as_a_head_without_payload() -> Result<()> {
-    let (_pool, a, b, stop) = two_gateways().await?;
+    let (_db, _pool, a, b, stop) = two_gateways().await?;
     let mut sub_b = b.subscribe();
     a.announce(event("c-1", 4));
     let got = next(&mut sub_b, "B's announcement").await?;
@@ -133,7 +145,7 @@ async fn an_announcement_on_a_reaches_b_as_a_head_without_payload() -> Result<()
 
 #[tokio::test]
 async fn a_gateway_ignores_its_own_notification_coming_back() -> Result<()> {
-    let (_pool, a, b, stop) = two_gateways().await?;
+    let (_db, _pool, a, b, stop) = two_gateways().await?;
     let mut sub_a = a.subscribe();
     let mut sub_b = b.subscribe();
     a.announce(event("c-1", 1));
@@ -151,12 +163,10 @@ async fn a_gateway_ignores_its_own_notification_coming_back() -> Result<()> {
         }
     })
     .await?;
-    tokio::time::sleep(Duration::from_millis(QUIET_PERIOD_MS)).await;
-    match sub_a.try_recv() {
-        Err(TryRecvError::Empty) => {}
-        other => bail!("A got a second announcement of its own event: {other:?}"),
-    }
-    ensure!(a.stats().notifications_received == 0, "{:?}", a.stats());
+    // A marker from B, sent after B heard A, reaches A after anything of A's own that could
+    // still come back: it must be the next thing A's subscriber gets.
+    marker_reaches(&b, &mut sub_a).await?;
+    ensure!(a.stats().notifications_received == 1, "{:?}", a.stats());
     stop_both(a, b, stop).await
 }
 
@@ -165,7 +175,7 @@ async fn a_burst_of_1000_over_10_conversations_reaches_b_coalesced_with_every_fi
 ) -> Result<()> {
     const CONVS: i64 = 10;
     const SENDS: i64 = 1_000;
-    let (_pool, a, b, stop) = two_gateways().await?;
+    let (_db, _pool, a, b, stop) = two_gateways().await?;
     let mut sub_b = b.subscribe();
     // Round robin: conversation i gets heads 1..=100, in order, interleaved with the others.
     for n in 0..SENDS {
@@ -212,7 +222,7 @@ async fn a_burst_of_1000_over_10_conversations_reaches_b_coalesced_with_every_fi
 
 #[tokio::test]
 async fn b_reconnects_after_its_listener_connection_is_killed_and_hears_again() -> Result<()> {
-    let (pool, a, b, stop) = two_gateways().await?;
+    let (_db, pool, a, b, stop) = two_gateways().await?;
     let mut sub_b = b.subscribe();
     let killed: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -248,7 +258,7 @@ async fn b_reconnects_after_its_listener_connection_is_killed_and_hears_again() 
 
 #[tokio::test]
 async fn the_bus_stops_when_its_shutdown_token_is_cancelled() -> Result<()> {
-    let (_pool, a, b, stop) = two_gateways().await?;
+    let (_db, _pool, a, b, stop) = two_gateways().await?;
     stop_both(a.clone(), b, stop).await?;
     // After the stop, announcing still reaches local subscribers and never blocks.
     let mut sub_a = a.subscribe();
@@ -260,7 +270,7 @@ async fn the_bus_stops_when_its_shutdown_token_is_cancelled() -> Result<()> {
 
 #[tokio::test]
 async fn a_read_notice_and_a_revoke_notice_cross_from_a_to_b_and_reach_a_at_once() -> Result<()> {
-    let (_pool, a, b, stop) = two_gateways().await?;
+    let (_db, _pool, a, b, stop) = two_gateways().await?;
     let mut sub_a = a.subscribe();
     let mut sub_b = b.subscribe();
     let ana = UserId::parse("u-ana")?;
@@ -286,10 +296,16 @@ async fn a_read_notice_and_a_revoke_notice_cross_from_a_to_b_and_reach_a_at_once
     // B gets both, in the order A made them.
     ensure!(next_notice(&mut sub_b, "the read on B").await? == read);
     ensure!(next_notice(&mut sub_b, "the revoke on B").await? == revoke);
-    // And A does not hear its own notices a second time.
-    tokio::time::sleep(Duration::from_millis(QUIET_PERIOD_MS)).await;
-    // A counts a notice as sent once `pg_notify` returned, which may be after B received it;
-    // after the quiet period both counters have settled.
+    // And A does not hear its own notices a second time: a marker from B, sent after B heard
+    // them, is the next thing A's subscriber gets.
+    marker_reaches(&b, &mut sub_a).await?;
+    // A counts a notice as sent once `pg_notify` returned, which may be after B received it.
+    within("A to count its notices sent", async {
+        while a.stats().notices_sent < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await?;
     let (sa, sb) = (a.stats(), b.stats());
     ensure!(sa.notices_sent == 2 && sa.notices_lost == 0, "{sa:?}");
     ensure!(

@@ -84,7 +84,8 @@ async fn an_upgrade_whose_authentication_hangs_is_answered_503_in_time() -> Resu
 const STALL_MESSAGES: usize = 300;
 const STALL_BODY_BYTES: usize = 32 * 1024;
 /// How long the reader stops reading once every message was sent: past the old one-second
-/// bound on the close, inside the close bound configured here.
+/// bound on the close, inside the close bound configured here. This stall is what the test is
+/// about (a close that outlives a long stall), not a wait for something to happen.
 const STALL_MS: u64 = 3_000;
 const CLOSE_BOUND_MS: u64 = 15_000;
 /// The reader's receive buffer: small, so the server's writer blocks early.

@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use crate::ws_support::Ws;
 use anyhow::{ensure, Context, Result};
+use parley_bus::Subscription;
 use parley_client::NewConversation;
 use parley_domain::Limits;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::{json, Value};
+use sqlx::Connection;
 
 const WAIT: Duration = Duration::from_secs(5);
 /// How long the slow consumer may take to be disconnected once the others got every push.
@@ -28,11 +30,231 @@ test_on_both_stores!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     check_06_ack_after_commit
 );
-/// While another transaction holds the lock a write to the conversation needs (its row lock in
-/// PostgreSQL, the write lock in SQLite), the send cannot commit: neither its ack nor its push
-/// arrives. Both arrive once the lock is released.
+/// No ack and no push before the send's transaction committed, and none at all when its commit
+/// fails (P6, P7). On PostgreSQL the transaction is held between its insert and its COMMIT
+/// (`ack_after_commit_pg`); SQLite has one writer and no way to hold a commit, so there the
+/// send is held before it starts, behind the write lock.
 async fn check_06_ack_after_commit(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_on(store, ServerConfig::default()).await;
+    match store {
+        StoreKind::Postgres => ack_after_commit_pg().await,
+        StoreKind::Sqlite => ack_after_commit_sqlite().await,
+    }
+}
+
+/// The advisory lock key the commit trigger of `ack_after_commit_pg` waits on. Advisory locks
+/// belong to one database, so parallel tests do not share it.
+const COMMIT_HOLD_KEY: i64 = 0x0606;
+/// A deferred constraint trigger runs at COMMIT, after every statement of the send succeeded:
+/// a body `held` waits there for the advisory lock, a body `poison` fails the commit.
+fn commit_hold_ddl() -> [String; 2] {
+    [
+        format!(
+            "CREATE FUNCTION hold_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF NEW.body = 'poison' THEN RAISE EXCEPTION 'injected failure at commit'; END IF;
+               IF NEW.body = 'held' THEN PERFORM pg_advisory_xact_lock({COMMIT_HOLD_KEY}); END IF;
+               RETURN NULL;
+             END $$"
+        ),
+        "CREATE CONSTRAINT TRIGGER hold_at_commit AFTER INSERT ON events
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_at_commit()"
+            .to_owned(),
+    ]
+}
+
+/// The events of `conv` in the log, by SQL: what another transaction sees as committed.
+async fn committed_msgs(server: &TestServer, conv: &str) -> Result<i64> {
+    Ok(server
+        .sql()
+        .one(
+            "SELECT count(*) FROM events WHERE conv_id = $1 AND kind = 'msg'",
+            &[conv.into()],
+        )
+        .await?)
+}
+
+/// The next committed event the bus announces within `WAIT`, as `(conv_id, seq, body)`.
+async fn next_announced(sub: &mut Subscription) -> Result<(String, i64, Option<String>)> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = tokio::time::timeout_at(deadline, sub.recv())
+            .await
+            .context("no announcement on the bus")??;
+        if let Some(c) = got.committed() {
+            let body = c.event.as_ref().and_then(|e| e.body.clone());
+            return Ok((c.conv_id.as_str().to_owned(), c.head, body));
+        }
+    }
+}
+
+/// The frames `ws` receives up to and including the first one of `kind` for `req_id`.
+async fn frames_until(ws: &mut Ws, kind: &str, req_id: i64) -> Result<Vec<Value>> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let frame = ws
+            .next_json(left)
+            .await?
+            .with_context(|| format!("no {kind} for req {req_id}; saw {seen:?}"))?;
+        let done = frame["type"] == kind && frame["req_id"] == req_id;
+        seen.push(frame);
+        if done {
+            return Ok(seen);
+        }
+    }
+}
+
+/// The events pushed to `ws` up to and including the one with `body`.
+async fn events_until(ws: &mut Ws, body: &str) -> Result<Vec<Value>> {
+    let mut seen = Vec::new();
+    loop {
+        let push = ws
+            .next_of("event", WAIT)
+            .await
+            .with_context(|| format!("no push of {body:?}; saw {seen:?}"))?;
+        let done = push["event"]["body"] == body;
+        seen.push(push["event"].clone());
+        if done {
+            return Ok(seen);
+        }
+    }
+}
+
+/// On PostgreSQL: the test holds an advisory lock that the send's deferred commit trigger
+/// waits for, so the send has inserted its event and waits inside COMMIT (seen in
+/// `pg_stat_activity`). Meanwhile a send to another conversation, a marker, goes through the
+/// same bus, fanout and connection queues: it arrives at the WebSocket watcher and the bus
+/// subscriber with nothing of the held send before it, and its ack reaches the sender with no
+/// ack of the held send before it. After the release the held send is acked and pushed. Then a
+/// send whose commit fails answers OUTCOME_UNKNOWN, and the marker sent after it is the first
+/// thing anyone sees: nothing of the failed send is pushed or announced, ever.
+async fn ack_after_commit_pg() -> Result<()> {
+    let server = TestServer::start(ServerConfig::default()).await;
+    let ana = server.user_with_device("u-ana").await;
+    server.user_with_device("u-ben").await;
+    let ben = server.device("u-ben", "d2").await;
+    for conv in ["c-1", "c-2"] {
+        ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id(conv))
+            .await?;
+    }
+    let mut sender = Ws::connect(server.base_url(), ana.token()).await?;
+    let mut watcher = Ws::connect(server.base_url(), ben.token()).await?;
+    ready(&mut sender).await?;
+    ready(&mut watcher).await?;
+    for ddl in commit_hold_ddl() {
+        server.sql().execute(&ddl, &[]).await?;
+    }
+    let mut bus = server.bus().subscribe();
+    let mut holder = sqlx::PgConnection::connect(server.db().url()).await?;
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(COMMIT_HOLD_KEY)
+        .execute(&mut holder)
+        .await?;
+
+    sender.send(send_frame(1, "c-1", "m-1", "held")).await?;
+    // The send's session waits for the advisory lock: it is inside COMMIT, its insert done.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let waiting: i64 = server
+            .sql()
+            .one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                 AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                &[],
+            )
+            .await?;
+        if waiting == 1 {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the send never waited at its commit ({waiting} sessions waiting)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ensure!(
+        committed_msgs(&server, "c-1").await? == 0,
+        "the held send is visible before its commit"
+    );
+
+    sender.send(send_frame(2, "c-2", "m-2", "marker-1")).await?;
+    let before_marker = frames_until(&mut sender, "ack", 2).await?;
+    ensure!(
+        !before_marker.iter().any(|f| f["req_id"] == 1),
+        "an answer to the held send before its commit: {before_marker:?}"
+    );
+    let pushed = events_until(&mut watcher, "marker-1").await?;
+    ensure!(
+        pushed.len() == 1,
+        "pushed before the held send committed: {pushed:?}"
+    );
+    let announced = next_announced(&mut bus).await?;
+    ensure!(
+        announced.0 == "c-2" && announced.2.as_deref() == Some("marker-1"),
+        "announced before the held send committed: {announced:?}"
+    );
+
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(COMMIT_HOLD_KEY)
+        .execute(&mut holder)
+        .await?;
+    let ack = frames_until(&mut sender, "ack", 1).await?;
+    let ack = ack.last().context("no ack")?;
+    ensure!(ack["seq"] == 3 && ack["dup"] == false, "ack {ack}");
+    let pushed = events_until(&mut watcher, "held").await?;
+    ensure!(
+        pushed.len() == 1 && pushed[0]["conv_id"] == "c-1" && pushed[0]["seq"] == 3,
+        "push of the held send {pushed:?}"
+    );
+    let announced = next_announced(&mut bus).await?;
+    ensure!(
+        announced == ("c-1".to_owned(), 3, Some("held".to_owned())),
+        "announced {announced:?}"
+    );
+
+    // A commit that fails: the answer says the outcome is unknown, and nothing is pushed.
+    sender.send(send_frame(3, "c-1", "m-3", "poison")).await?;
+    let failed = frames_until(&mut sender, "error", 3).await?;
+    let failed = failed.last().context("no error")?;
+    ensure!(
+        failed["code"] == "OUTCOME_UNKNOWN",
+        "failed commit {failed}"
+    );
+    sender.send(send_frame(4, "c-1", "m-4", "marker-2")).await?;
+    let before_marker = frames_until(&mut sender, "ack", 4).await?;
+    ensure!(
+        !before_marker
+            .iter()
+            .any(|f| f["req_id"] == 3 || f["event"]["body"] == "poison"),
+        "the sender saw the failed send again: {before_marker:?}"
+    );
+    ensure!(
+        before_marker.last().is_some_and(|a| a["seq"] == 4),
+        "marker ack {before_marker:?}"
+    );
+    let pushed = events_until(&mut watcher, "marker-2").await?;
+    ensure!(
+        pushed.len() == 1 && pushed[0]["seq"] == 4,
+        "pushed besides the marker: {pushed:?}"
+    );
+    let announced = next_announced(&mut bus).await?;
+    ensure!(
+        announced == ("c-1".to_owned(), 4, Some("marker-2".to_owned())),
+        "announced before the marker: {announced:?}"
+    );
+    ensure!(
+        committed_msgs(&server, "c-1").await? == 2,
+        "the failed send left a row"
+    );
+    Ok(())
+}
+
+/// On SQLite: while another transaction holds the write lock the send cannot commit; neither
+/// its ack nor its push arrives. Both arrive once the lock is released. SQLite has one writer,
+/// so no marker can commit meanwhile: "nothing arrived" is judged over a window here.
+async fn ack_after_commit_sqlite() -> Result<()> {
+    let server = TestServer::start_on(StoreKind::Sqlite, ServerConfig::default()).await;
     let ana = server.user_with_device("u-ana").await;
     server.user_with_device("u-ben").await;
     let ben = server.device("u-ben", "d2").await;
@@ -79,7 +301,13 @@ async fn check_06_retry_after_lost_ack(store: StoreKind) -> Result<()> {
     ready(&mut ws).await?;
     let lock = server.sql().hold_write_lock("c-1").await?;
     ws.send(send_frame(1, "c-1", "m-1", "hello")).await?;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // On PostgreSQL the send is seen waiting for the row lock, so the drop comes while it is in
+    // progress. SQLite shows no such wait; there the frame, written before the drop, reaches
+    // the server before the end of the stream, and the server finishes a request it read
+    // after its connection ended.
+    if store == StoreKind::Postgres {
+        crate::waits::lock_waiters(&server, 1, WAIT).await?;
+    }
     drop(ws); // the ack can no longer arrive
     lock.release().await?;
     // The send commits on the server although its client is gone.

@@ -5,7 +5,6 @@ use std::time::Duration;
 use crate::ws_support::Ws;
 use anyhow::{ensure, Result};
 use parley_domain::{DeviceId, UserId};
-use parley_store::Route;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use serde_json::json;
 
@@ -66,8 +65,11 @@ async fn check_05_old_cleanup_keeps_new_route(store: StoreKind) -> Result<()> {
     new.next_of("pong", WAIT).await?;
     let (code, _) = old.until_close(WAIT).await?;
     ensure!(code == 4001, "old close code {code}");
-    // Give the old connection's cleanup time to run, then check the route is the new one's.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server cleans up after the close handshake, which the old client ends by leaving.
+    // The cleanup, its route release included, has run once the connection left the count of
+    // open connections; then the route must still be the new one's.
+    drop(old);
+    crate::waits::open_websockets(&server, 1.0, WAIT).await?;
     let second = route_conn(&server, "u-ana").await?;
     ensure!(
         second.is_some() && second != first,
@@ -85,26 +87,54 @@ async fn check_05_old_cleanup_keeps_new_route(store: StoreKind) -> Result<()> {
         route_conn(&server, "u-ana").await? == second,
         "route changed by stale release"
     );
-    // Negative control: an unguarded delete would have removed the live route.
-    let route = Route {
-        user_id: user.clone(),
-        device_id: device.clone(),
-        gateway_id: "gw-x".into(),
-        conn_id: "c-new".into(),
-    };
-    server.store().claim_route(&route).await?;
-    server
-        .sql()
-        .execute(
-            "DELETE FROM routes WHERE user_id = 'u-ana' AND device_id = 'd1'",
-            &[],
-        )
-        .await?;
-    ensure!(
-        route_conn(&server, "u-ana").await?.is_none(),
-        "control: the unguarded delete should remove the route"
-    );
+    // The negative control, the same cleanup with the compare-and-delete removed (the test
+    // break `cleanup-without-cad`), is `05-control-cleanup-without-compare-and-delete`: on
+    // both stores in `parley-store/tests/it/break_controls.rs`, and through a `parley serve`
+    // gateway in `parley/tests/it/break_process.rs`.
     drop(new);
+    Ok(())
+}
+
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_05_reissued_token_closes_socket
+);
+/// Re-issuing a device's token (`POST /v1/admin/users/{user_id}/devices` again) revokes the old
+/// one: the socket of the old token closes with 4003, the old token no longer connects, the new
+/// one does, and the socket of the user's other device stays open.
+async fn check_05_reissued_token_closes_socket(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
+    let old = server.user_with_device("u-ana").await;
+    let other = server.device("u-ana", "d2").await;
+    let mut ws = Ws::connect(server.base_url(), old.token()).await?;
+    let mut other_ws = Ws::connect(server.base_url(), other.token()).await?;
+    for socket in [&mut ws, &mut other_ws] {
+        socket.send(json!({"type": "ping", "req_id": 1})).await?;
+        socket.next_of("pong", WAIT).await?;
+    }
+    let new_token = server.admin().create_device("u-ana", "d1").await?;
+    ensure!(
+        new_token != old.token(),
+        "the re-issue answered the old token"
+    );
+    let (code, _) = ws.until_close(WAIT).await?;
+    ensure!(code == 4003, "close code {code}");
+    let again = Ws::connect(server.base_url(), old.token()).await;
+    ensure!(
+        again.is_err() && format!("{:?}", again.err()).contains("401"),
+        "the old token connected after the re-issue"
+    );
+    let mut renewed = Ws::connect(server.base_url(), &new_token).await?;
+    renewed.send(json!({"type": "ping", "req_id": 2})).await?;
+    ensure!(
+        renewed.next_of("pong", WAIT).await?["req_id"] == 2,
+        "the new token's socket is not served"
+    );
+    other_ws.send(json!({"type": "ping", "req_id": 3})).await?;
+    ensure!(
+        other_ws.next_of("pong", WAIT).await?["req_id"] == 3,
+        "the other device's socket was closed too"
+    );
     Ok(())
 }
 

@@ -14,6 +14,7 @@ use parley_domain::{ConvId, Rejection};
 use uuid::Uuid;
 
 use super::{StoreFuture, WriteTx};
+use crate::breaks::Breaks;
 use crate::error::StoreError;
 use crate::types::{SendOutcome, SendRequest};
 use crate::{rows, sql};
@@ -22,15 +23,22 @@ use crate::{rows, sql};
 pub(crate) trait SendTx: WriteTx {
     /// Locks conversation `$1` for this transaction and reads its `next_seq` and `msg_count`.
     const LOCK_FOR_SEND_SQL: &'static str;
+    /// The same read without the lock, for the test break `no-row-lock` (`breaks.rs`).
+    const READ_FOR_SEND_UNLOCKED_SQL: &'static str;
 
-    /// Locks the conversation and reads its counters; `None` when it does not exist.
-    fn lock_for_send(&mut self, conv_id: &ConvId) -> impl StoreFuture<Option<LogCounter>> {
-        sql::conversation_row(
-            self,
-            Self::LOCK_FOR_SEND_SQL,
-            conv_id.as_str(),
-            rows::counter,
-        )
+    /// Locks the conversation and reads its counters; `None` when it does not exist. Under
+    /// the test break `no-row-lock` it reads them without the lock.
+    fn lock_for_send(
+        &mut self,
+        conv_id: &ConvId,
+        breaks: Breaks,
+    ) -> impl StoreFuture<Option<LogCounter>> {
+        let statement = if breaks.no_row_lock() {
+            Self::READ_FOR_SEND_UNLOCKED_SQL
+        } else {
+            Self::LOCK_FOR_SEND_SQL
+        };
+        sql::conversation_row(self, statement, conv_id.as_str(), rows::counter)
     }
     /// The request's key in the log and in the tombstones, and the sender's open period, read
     /// after the lock.
@@ -49,16 +57,26 @@ pub(crate) struct NewMessage<'a> {
     pub message_id: Uuid,
 }
 
-/// Runs one send in `tx`, a fresh write transaction.
-pub(crate) async fn send_in<T: SendTx>(
+/// Runs one send in `tx`, a fresh write transaction, with the store's test `breaks` (none
+/// outside a test build).
+pub(crate) async fn send_in<T: SendTx + Send + 'static>(
     mut tx: T,
     req: &SendRequest,
+    breaks: Breaks,
 ) -> Result<SendOutcome, StoreError> {
-    // 1. The lock.
-    let counter = tx.lock_for_send(&req.conv_id).await?;
-    // 2–4. The request key and the sender's period, read for an unknown conversation too: it
-    // answers like a non-member (P10), and only after the same statements, so not sooner.
-    let check = tx.key_check(req).await?;
+    let (counter, check) = if breaks.no_unique_index() {
+        // Test break: the key check before the lock, so it misses a send that commits while
+        // this one waits for the lock; only the unique index would stop a second row.
+        let check = tx.key_check(req).await?;
+        (tx.lock_for_send(&req.conv_id, breaks).await?, check)
+    } else {
+        // 1. The lock.
+        let counter = tx.lock_for_send(&req.conv_id, breaks).await?;
+        // 2–4. The request key and the sender's period, read for an unknown conversation too:
+        // it answers like a non-member (P10), and only after the same statements, so not
+        // sooner.
+        (counter, tx.key_check(req).await?)
+    };
     let Some(mut counter) = counter else {
         return Err(Rejection::NotMember.into());
     };
@@ -84,7 +102,21 @@ pub(crate) async fn send_in<T: SendTx>(
         message_id,
     };
     let created_at = tx.insert_message(&msg).await?;
+    if breaks.ack_before_commit() {
+        // Test break: answer as committed now and commit in the background, so the caller
+        // acks and announces before COMMIT, and a failed commit goes unnoticed.
+        tokio::spawn(commit_after_ack(tx));
+        return Ok(req.committed(slot.seq, message_id, created_at));
+    }
     // 6. Commit; only now may the caller ack and announce.
     tx.commit_or_unknown().await?;
     Ok(req.committed(slot.seq, message_id, created_at))
+}
+
+/// The commit of a send already answered under the test break `ack-before-commit`: its failure
+/// is only logged.
+pub(crate) async fn commit_after_ack(tx: impl WriteTx + Send + 'static) {
+    if let Err(e) = tx.commit_or_unknown().await {
+        tracing::warn!(error = %e, "test break ack-before-commit: an acked send failed to commit");
+    }
 }

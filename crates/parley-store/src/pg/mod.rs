@@ -35,6 +35,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use timed_pool::TimedPool;
 
 use crate::backend::Backend;
+use crate::breaks::Breaks;
 use crate::error::StoreError;
 use crate::observer::{ObserverSlot, StoreObserver};
 use crate::types::{SendOutcome, SendRequest};
@@ -53,6 +54,8 @@ pub struct PgStore {
     pool: TimedPool,
     /// Concurrent sends, committed together in batches (`send_queue.rs`).
     sends: Arc<send_queue::SendQueue>,
+    /// The guards this store runs without (`breaks.rs`); none outside a test build.
+    breaks: Breaks,
 }
 
 impl PgStore {
@@ -69,8 +72,19 @@ impl PgStore {
     pub fn from_pool(pool: PgPool) -> Self {
         let pool = TimedPool::new(pool, ObserverSlot::default());
         Self {
-            sends: Arc::new(send_queue::SendQueue::new(pool.clone())),
+            sends: Arc::new(send_queue::SendQueue::new(pool.clone(), Breaks::default())),
             pool,
+            breaks: Breaks::default(),
+        }
+    }
+
+    /// The same store without the guards `breaks` names (a test build's controls; see
+    /// `breaks.rs`). Call it before the first send: the send queue is replaced.
+    pub fn with_breaks(self, breaks: Breaks) -> Self {
+        Self {
+            sends: Arc::new(send_queue::SendQueue::new(self.pool.clone(), breaks)),
+            pool: self.pool,
+            breaks,
         }
     }
 
@@ -99,6 +113,10 @@ impl Backend for PgStore {
 
     fn observe(&self, observer: Arc<dyn StoreObserver>) {
         self.pool.observer().set(observer);
+    }
+
+    fn breaks(&self) -> Breaks {
+        self.breaks
     }
 
     async fn migrate_schema(&self) -> Result<(), StoreError> {

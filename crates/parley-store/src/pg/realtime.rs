@@ -15,7 +15,13 @@ impl Gateways for PgStore {
         device: (&UserId, &DeviceId),
         conn_id: &str,
     ) -> Result<bool, StoreError> {
-        sql::release_route(&mut *self.pool.acquire().await?, device, conn_id).await
+        sql::release_route(
+            &mut *self.pool.acquire().await?,
+            device,
+            conn_id,
+            self.breaks,
+        )
+        .await
     }
 
     async fn renew_lease(&self, gateway_id: &str, lease_ms: i64) -> Result<(), StoreError> {

@@ -7,6 +7,7 @@ use sqlx::Row;
 
 use super::timed_pool::TimedPool;
 use super::PgTx;
+use crate::breaks::Breaks;
 use crate::error::StoreError;
 use crate::flow::send::{send_in, NewMessage, SendTx};
 use crate::types::{SendOutcome, SendRequest};
@@ -18,6 +19,10 @@ pub use crate::sql::SEND_KEY_CHECK_SQL;
 /// Step 1: the conversation's row lock, its counter and its message count. `$1` conv_id.
 pub const SEND_LOCK_SQL: &str =
     "SELECT next_seq, msg_count FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE";
+
+/// Step 1 without its lock, for the test break `no-row-lock` only (`breaks.rs`).
+const SEND_READ_UNLOCKED_SQL: &str =
+    "SELECT next_seq, msg_count FROM conversations WHERE conv_id = $1";
 
 /// Step 5: insert at `next_seq`, advance the counter and the message count, and move the
 /// sender's read position to the new message (an own message is read), all in one statement.
@@ -40,16 +45,19 @@ pub const SEND_INSERT_SQL: &str = "WITH ins AS (
  )
  SELECT created_at FROM ins";
 
-/// One send in its own transaction.
+/// One send in its own transaction, with the store's test `breaks` (none outside a test
+/// build).
 pub(super) async fn send_one(
     pool: &TimedPool,
     req: &SendRequest,
+    breaks: Breaks,
 ) -> Result<SendOutcome, StoreError> {
-    send_in(pool.begin().await?, req).await
+    send_in(pool.begin().await?, req, breaks).await
 }
 
 impl SendTx for PgTx<'_> {
     const LOCK_FOR_SEND_SQL: &'static str = SEND_LOCK_SQL;
+    const READ_FOR_SEND_UNLOCKED_SQL: &'static str = SEND_READ_UNLOCKED_SQL;
 
     async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
         let inserted = sqlx::query(SEND_INSERT_SQL)

@@ -31,7 +31,9 @@ use uuid::Uuid;
 
 use super::timed_pool::TimedPool;
 use super::PgTx;
+use crate::breaks::Breaks;
 use crate::error::StoreError;
+use crate::flow::send::commit_after_ack;
 use crate::flow::WriteTx;
 use crate::rows;
 use crate::types::{SendOutcome, SendRequest};
@@ -46,6 +48,15 @@ SELECT c.conv_id, c.next_seq, c.msg_count, c.ctid::text AS row_id
     SELECT ctid, conv_id, next_seq, msg_count FROM conversations
      WHERE conv_id = k.conv_id
        FOR NO KEY UPDATE) c
+ ORDER BY k.n";
+
+/// The lock statement without its lock, for the test break `no-row-lock` only (`breaks.rs`).
+const SEND_BATCH_READ_UNLOCKED_SQL: &str = "
+SELECT c.conv_id, c.next_seq, c.msg_count, c.ctid::text AS row_id
+  FROM UNNEST($1::text[]) WITH ORDINALITY AS k(conv_id, n)
+  CROSS JOIN LATERAL (
+    SELECT ctid, conv_id, next_seq, msg_count FROM conversations
+     WHERE conv_id = k.conv_id) c
  ORDER BY k.n";
 
 /// The request keys of the batch in the log and in the tombstones, and the senders' open
@@ -143,9 +154,10 @@ struct Checked {
 pub(super) async fn send_batch(
     pool: &TimedPool,
     reqs: &[&SendRequest],
+    breaks: Breaks,
 ) -> Result<Vec<Result<SendOutcome, StoreError>>, StoreError> {
     let mut tx = pool.begin().await?;
-    let checked = lock_and_check(&mut tx, reqs).await?;
+    let checked = lock_and_check(&mut tx, reqs, breaks).await?;
     let decisions = decide_each(reqs, &checked);
     let writes: Vec<(usize, Slot, Uuid)> = decisions
         .iter()
@@ -158,6 +170,11 @@ pub(super) async fn send_batch(
     let mut created = HashMap::new();
     if !writes.is_empty() {
         created = insert(&mut tx, reqs, &writes, &checked).await?;
+        if breaks.ack_before_commit() {
+            // Test break: answer as committed now and commit in the background.
+            tokio::spawn(commit_after_ack(tx));
+            return Ok(answers(reqs, decisions, &created, None));
+        }
         if let Err(e) = tx.commit_or_unknown().await {
             return Ok(answers(reqs, decisions, &created, Some(&e)));
         }
@@ -165,13 +182,25 @@ pub(super) async fn send_batch(
     Ok(answers(reqs, decisions, &created, None))
 }
 
-async fn lock_and_check(tx: &mut PgTx<'_>, reqs: &[&SendRequest]) -> Result<Checked, StoreError> {
+async fn lock_and_check(
+    tx: &mut PgTx<'_>,
+    reqs: &[&SendRequest],
+    breaks: Breaks,
+) -> Result<Checked, StoreError> {
+    // Test break `no-unique-index`: the key check before the lock (see `flow::send`).
+    let early = if breaks.no_unique_index() {
+        Some(key_check(tx, reqs).await?)
+    } else {
+        None
+    };
     let convs: BTreeSet<&str> = reqs.iter().map(|r| r.conv_id.as_str()).collect();
     let convs: Vec<&str> = convs.into_iter().collect();
-    let locked = sqlx::query(SEND_BATCH_LOCK_SQL)
-        .bind(&convs)
-        .fetch_all(&mut **tx)
-        .await?;
+    let lock = if breaks.no_row_lock() {
+        SEND_BATCH_READ_UNLOCKED_SQL
+    } else {
+        SEND_BATCH_LOCK_SQL
+    };
+    let locked = sqlx::query(lock).bind(&convs).fetch_all(&mut **tx).await?;
     let mut counters = HashMap::with_capacity(locked.len());
     let mut row_ids = Vec::with_capacity(locked.len());
     for row in &locked {
@@ -181,6 +210,19 @@ async fn lock_and_check(tx: &mut PgTx<'_>, reqs: &[&SendRequest]) -> Result<Chec
             LogCounter::new(row.try_get("next_seq")?, row.try_get("msg_count")?),
         );
     }
+    let checks = match early {
+        Some(checks) => checks,
+        None => key_check(tx, reqs).await?,
+    };
+    Ok(Checked {
+        counters,
+        row_ids,
+        checks,
+    })
+}
+
+/// Each request's key in the log and in the tombstones, and its sender's open period.
+async fn key_check(tx: &mut PgTx<'_>, reqs: &[&SendRequest]) -> Result<Vec<KeyCheck>, StoreError> {
     let conv_ids: Vec<&str> = reqs.iter().map(|r| r.conv_id.as_str()).collect();
     let senders: Vec<&str> = reqs.iter().map(|r| r.sender_user.as_str()).collect();
     let keys: Vec<&str> = reqs.iter().map(|r| r.client_msg_id.as_str()).collect();
@@ -190,11 +232,7 @@ async fn lock_and_check(tx: &mut PgTx<'_>, reqs: &[&SendRequest]) -> Result<Chec
         .bind(&keys)
         .fetch_all(&mut **tx)
         .await?;
-    Ok(Checked {
-        counters,
-        row_ids,
-        checks: read_checks(&found, reqs.len())?,
-    })
+    read_checks(&found, reqs.len())
 }
 
 /// Sorts the key check's rows by the request they name (`n`, from 1).

@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 
 use super::timed_pool::TimedPool;
 use super::{send, send_batch};
+use crate::breaks::Breaks;
 use crate::error::StoreError;
 use crate::types::{SendOutcome, SendRequest};
 
@@ -80,13 +81,16 @@ impl State {
 pub(crate) struct SendQueue {
     state: Mutex<State>,
     pool: TimedPool,
+    /// The store's test breaks (`breaks.rs`); none outside a test build.
+    breaks: Breaks,
 }
 
 impl SendQueue {
-    pub(crate) fn new(pool: TimedPool) -> Self {
+    pub(crate) fn new(pool: TimedPool, breaks: Breaks) -> Self {
         Self {
             state: Mutex::default(),
             pool,
+            breaks,
         }
     }
 
@@ -141,7 +145,7 @@ impl SendQueue {
                     .map(|w| w.req.conv_id.as_str().to_owned())
                     .collect(),
             };
-            commit(&self.pool, batch).await;
+            commit(&self.pool, batch, self.breaks).await;
         }
     }
 
@@ -154,17 +158,17 @@ impl SendQueue {
 
 /// Commits one batch and answers each of its callers. A caller that stopped waiting gets
 /// nothing; the outcome stands either way.
-async fn commit(pool: &TimedPool, batch: Vec<Waiting>) {
+async fn commit(pool: &TimedPool, batch: Vec<Waiting>, breaks: Breaks) {
     pool.observer().send_batch(batch.len());
     if batch.len() == 1 {
         for w in batch {
-            let outcome = send::send_one(pool, &w.req).await;
+            let outcome = send::send_one(pool, &w.req, breaks).await;
             let _ = w.reply.send(outcome);
         }
         return;
     }
     let reqs: Vec<&SendRequest> = batch.iter().map(|w| &w.req).collect();
-    match send_batch::send_batch(pool, &reqs).await {
+    match send_batch::send_batch(pool, &reqs, breaks).await {
         Ok(outcomes) => {
             for (w, outcome) in batch.into_iter().zip(outcomes) {
                 let _ = w.reply.send(outcome);
@@ -175,7 +179,7 @@ async fn commit(pool: &TimedPool, batch: Vec<Waiting>) {
         Err(e) => {
             tracing::debug!(error = %e, sends = batch.len(), "batch failed before commit; sending one by one");
             for w in batch {
-                let outcome = send::send_one(pool, &w.req).await;
+                let outcome = send::send_one(pool, &w.req, breaks).await;
                 let _ = w.reply.send(outcome);
             }
         }

@@ -42,6 +42,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::backend::Backend;
+use crate::breaks::Breaks;
 use crate::error::StoreError;
 use crate::observer::ObserverSlot;
 
@@ -69,6 +70,10 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Told how long each request waited for a connection of either pool.
     observer: ObserverSlot,
+    /// The guards this store runs without (`breaks.rs`); none outside a test build. Of the
+    /// four, `cleanup-without-cad` and `ack-before-commit` apply here; the other two remove
+    /// PostgreSQL guards that the single writer does not have (`send.rs`).
+    breaks: Breaks,
 }
 
 impl SqliteStore {
@@ -119,7 +124,14 @@ impl SqliteStore {
             reader,
             path: path.to_owned(),
             observer: ObserverSlot::default(),
+            breaks: Breaks::default(),
         })
+    }
+
+    /// The same store without the guards `breaks` names (a test build's controls; see
+    /// `breaks.rs`).
+    pub fn with_breaks(self, breaks: Breaks) -> Self {
+        Self { breaks, ..self }
     }
 
     /// Opens `<dir>/parley.db`, creating the directory if missing; both are owner-only
@@ -192,6 +204,10 @@ impl Backend for SqliteStore {
 
     fn observe(&self, observer: std::sync::Arc<dyn crate::StoreObserver>) {
         self.observer.set(observer);
+    }
+
+    fn breaks(&self) -> Breaks {
+        self.breaks
     }
 
     async fn migrate_schema(&self) -> Result<(), StoreError> {

@@ -19,7 +19,7 @@ impl Gateways for SqliteStore {
         conn_id: &str,
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;
-        let deleted = sql::release_route(&mut tx, device, conn_id).await?;
+        let deleted = sql::release_route(&mut tx, device, conn_id, self.breaks).await?;
         tx.commit().await?;
         Ok(deleted)
     }

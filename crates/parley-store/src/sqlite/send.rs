@@ -15,6 +15,11 @@ impl SendTx for Tx<'_> {
     /// count (its unread counts are range counts).
     const LOCK_FOR_SEND_SQL: &'static str =
         "SELECT next_seq, 0 AS msg_count FROM conversations WHERE conv_id = $1";
+    /// The test break `no-row-lock` does not apply here: the transaction took the database's
+    /// write lock at `BEGIN IMMEDIATE`, before this read, and that lock cannot be skipped by a
+    /// statement. For the same reason `no-unique-index` changes nothing on SQLite: a key check
+    /// moved before this read still runs under the write lock, so it sees every earlier commit.
+    const READ_FOR_SEND_UNLOCKED_SQL: &'static str = Self::LOCK_FOR_SEND_SQL;
 
     async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
         let conv = msg.req.conv_id.as_str();

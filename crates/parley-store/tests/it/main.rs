@@ -1,6 +1,8 @@
 //! One test binary for the crate: every integration test links once, which keeps
 //! builds fast and small. Each module below is one former test file.
 
+mod break_controls;
+mod contention;
 mod contract;
 mod p10_statements;
 mod pg_contract;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::contention::{self, CommitHold};
 use crate::contract;
 use anyhow::ensure;
 use anyhow::Result;
@@ -9,12 +10,41 @@ use parley_store::pg::PgStore;
 use parley_store::Store;
 use parley_testkit::TestDb;
 
-async fn store() -> Arc<dyn Store> {
-    Arc::new(pg().await)
+/// A fresh store and the database under it, which is dropped with this value when the test
+/// passed: keep it until the test is done with the store.
+struct Fresh {
+    store: Arc<dyn Store>,
+    _db: TestDb,
 }
 
-async fn pg() -> PgStore {
-    TestDb::create().await.store().await
+impl Fresh {
+    /// The store, for checks that share it between tasks.
+    fn arc(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+}
+
+impl std::ops::Deref for Fresh {
+    type Target = dyn Store;
+
+    fn deref(&self) -> &(dyn Store + 'static) {
+        &*self.store
+    }
+}
+
+async fn store() -> Fresh {
+    let (db, store) = pg().await;
+    Fresh {
+        store: Arc::new(store),
+        _db: db,
+    }
+}
+
+/// A fresh database and a store on it; the database goes when the `TestDb` is dropped.
+async fn pg() -> (TestDb, PgStore) {
+    let db = TestDb::create().await;
+    let store = db.store().await;
+    (db, store)
 }
 
 #[tokio::test]
@@ -39,12 +69,12 @@ async fn check_04_idempotency_mismatch() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_concurrent_replay_one_row() -> Result<()> {
-    contract::concurrent_replay_one_row(store().await).await
+    contract::concurrent_replay_one_row(store().await.arc()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_seq_gapless() -> Result<()> {
-    contract::seq_gapless(store().await).await
+    contract::seq_gapless(store().await.arc()).await
 }
 
 #[tokio::test]
@@ -74,7 +104,7 @@ async fn check_11_periods_bound_reads() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_conversations_gapless() -> Result<()> {
-    contract::many_conversations_gapless(store().await).await
+    contract::many_conversations_gapless(store().await.arc()).await
 }
 
 #[tokio::test]
@@ -100,7 +130,7 @@ async fn check_11_recall_window() -> Result<()> {
 /// Besides the contract, the stored row itself: no body, a recall time, the fingerprint kept.
 #[tokio::test]
 async fn check_11_recall_erases_body() -> Result<()> {
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let (conv, seq) = contract::recall_erases_body(&pg).await?;
     let (body, recalled, hash): (Option<String>, bool, Option<String>) = sqlx::query_as(
         "SELECT body, recalled_at IS NOT NULL, request_hash FROM events WHERE conv_id = $1 AND seq = $2",
@@ -150,7 +180,7 @@ async fn check_11_purge_never_waits_for_a_busy_conversation() -> Result<()> {
     use chrono::Duration;
     use parley_domain::ConvKind;
 
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let ana = contract::user(&pg, "u-ana").await?;
     let mut ids = Vec::new();
     for name in ["c-busy", "c-free"] {
@@ -228,7 +258,7 @@ async fn check_07_sync_feed_only_changed() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_09_read_monotonic() -> Result<()> {
-    contract::read_monotonic(store().await).await
+    contract::read_monotonic(store().await.arc()).await
 }
 
 #[tokio::test]
@@ -243,7 +273,7 @@ async fn check_09_own_send_advances_read() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let pool = pg.pool().clone();
     let conv = contract::concurrent_mixed_sends_answered_each(Arc::new(pg)).await?;
     // Sends committed in one transaction share its timestamp: fewer timestamps than messages
@@ -262,7 +292,7 @@ async fn check_04_concurrent_mixed_sends_answered_each() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_concurrent_sends_to_many_conversations() -> Result<()> {
-    let pg = pg().await;
+    let (_db, pg) = pg().await;
     let pool = pg.pool().clone();
     contract::concurrent_sends_to_many_conversations(Arc::new(pg)).await?;
     // A transaction's timestamp shared by messages of several conversations shows batches
@@ -282,12 +312,17 @@ async fn check_04_concurrent_sends_to_many_conversations() -> Result<()> {
 
 /// Two nodes on one database: each store batches its own sends, so concurrent identical sends
 /// on one node are settled in its queue; across nodes only the row lock and the key check
-/// settle them. 16 identical sends on each of two stores -> one row, one dup=false; 100
-/// distinct sends on each -> seqs without a hole.
+/// settle them. 32 identical sends across two stores -> one row, one dup=false; 200 distinct
+/// sends across them -> seqs without a hole. In each round the first send is held inside its
+/// COMMIT until a session of the other node is seen blocked by it on the conversation's row
+/// lock: the database guard, not a node's queue, settled the round (`contention.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn check_04_two_nodes_replay_one_row_and_gapless() -> Result<()> {
     let db = TestDb::create().await;
-    let nodes = [Arc::new(db.store().await), Arc::new(db.store().await)];
+    let nodes = [
+        Arc::new(contention::node_store(&db, 0).await?),
+        Arc::new(contention::node_store(&db, 1).await?),
+    ];
     let ana = contract::user(&*nodes[0], "u-ana").await?;
     let ben = contract::user(&*nodes[0], "u-ben").await?;
     let conv = nodes[0]
@@ -299,21 +334,23 @@ async fn check_04_two_nodes_replay_one_row_and_gapless() -> Result<()> {
         ))
         .await?
         .conv_id;
+    let pool = nodes[0].pool().clone();
 
-    let start = Arc::new(tokio::sync::Barrier::new(32));
+    // Round 1: identical sends. The first commits last of all, after the other node waited.
+    let hold = CommitHold::install(&db, &pool).await?;
     let mut tasks = Vec::new();
     for i in 0..32 {
-        let (node, conv, ana, start) = (
-            nodes[i % 2].clone(),
-            conv.clone(),
-            ana.clone(),
-            start.clone(),
-        );
+        let (node, conv, ana) = (nodes[i % 2].clone(), conv.clone(), ana.clone());
         tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            contract::send(&*node, &conv, &ana, "m-same", "hello").await
+            contract::send(&*node, &conv, &ana, "m-same", contention::HELD_BODY).await
         }));
+        if i == 0 {
+            hold.wait_until_holding(&pool).await?;
+        }
     }
+    let (blocked, blocker) = contention::wait_for_cross_node_block(&pool).await?;
+    ensure!(blocked != blocker, "{blocked} blocked by itself");
+    hold.release().await?;
     let mut acks = Vec::new();
     for t in tasks {
         acks.push(t.await??);
@@ -325,16 +362,23 @@ async fn check_04_two_nodes_replay_one_row_and_gapless() -> Result<()> {
         "{fresh} fresh answers, seqs {seqs:?}"
     );
 
-    let start = Arc::new(tokio::sync::Barrier::new(200));
+    // Round 2: distinct sends, the first held the same way.
+    let hold = CommitHold::install_lock_only(&db).await?;
     let mut tasks = Vec::new();
     for i in 0..200 {
-        let (node, conv, start) = (nodes[i % 2].clone(), conv.clone(), start.clone());
+        let (node, conv) = (nodes[i % 2].clone(), conv.clone());
         let from = if i % 4 < 2 { ana.clone() } else { ben.clone() };
+        let body = if i == 0 { contention::HELD_BODY } else { "x" };
         tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            contract::send(&*node, &conv, &from, &format!("m-{i}"), "x").await
+            contract::send(&*node, &conv, &from, &format!("m-{i}"), body).await
         }));
+        if i == 0 {
+            hold.wait_until_holding(&pool).await?;
+        }
     }
+    let (blocked, blocker) = contention::wait_for_cross_node_block(&pool).await?;
+    ensure!(blocked != blocker, "{blocked} blocked by itself");
+    hold.release().await?;
     let mut seqs = Vec::new();
     for t in tasks {
         let ack = t.await??;

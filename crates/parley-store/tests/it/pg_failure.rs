@@ -1,11 +1,112 @@
 //! Failures injected for real into the send transaction with triggers in the test database.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
+use std::time::Duration;
+
 use crate::contract::{new_conv, send, user};
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use parley_domain::ConvKind;
-use parley_store::{Store, StoreError};
+use parley_store::{SendOutcome, Store, StoreError, StoreObserver};
 use parley_testkit::TestDb;
 use sqlx::PgPool;
+
+/// Longest wait for the first send to be seen waiting for the row lock the test holds.
+const LOCK_WAIT_SEEN_MS: u64 = 10_000;
+/// Sends queued behind the first in [`one_batch_behind_a_held_send`].
+const QUEUED_SENDS: usize = 23;
+
+/// The size of every batch the store's send path commits (or fails), in order.
+#[derive(Default)]
+struct BatchSizes(Mutex<Vec<usize>>);
+
+impl StoreObserver for BatchSizes {
+    fn send_batch(&self, sends: usize) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(sends);
+    }
+
+    fn pool_wait(&self, _wait: Duration) {}
+}
+
+impl BatchSizes {
+    fn seen(&self) -> Vec<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+type Answer = Result<SendOutcome, StoreError>;
+
+/// Makes the store form one batch for certain: while the test holds c-f's row lock, send
+/// `m-b0` and wait until its transaction is seen waiting for the lock; then queue `m-b1` to
+/// `m-b23` (each send joins the queue on its first poll, and none can be taken while c-f is
+/// in the held transaction), then release the lock. The store then commits `m-b0` alone and
+/// the others as one batch, which the returned observer shows as `[1, 23]`. Answers in key
+/// order.
+async fn one_batch_behind_a_held_send(
+    store: &parley_store::pg::PgStore,
+    conv: &parley_domain::ConvId,
+    ana: &parley_domain::UserId,
+) -> Result<(Vec<Answer>, Vec<usize>)> {
+    let sizes = Arc::new(BatchSizes::default());
+    store.observe(sizes.clone());
+    let mut lock = store.pool().begin().await?;
+    sqlx::query("SELECT 1 FROM conversations WHERE conv_id = $1 FOR UPDATE")
+        .bind(conv.as_str())
+        .execute(&mut *lock)
+        .await?;
+    let first = {
+        let (store, conv, ana) = (store.clone(), conv.clone(), ana.clone());
+        tokio::spawn(async move { send(&store, &conv, &ana, "m-b0", "hello").await })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(LOCK_WAIT_SEEN_MS);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(store.pool())
+        .await?;
+        if waiting == 1 {
+            break;
+        }
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the first send never waited for the row lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let keys: Vec<String> = (1..=QUEUED_SENDS).map(|i| format!("m-b{i}")).collect();
+    let mut queued: Vec<Pin<Box<dyn Future<Output = Answer> + Send + '_>>> = keys
+        .iter()
+        .map(|key| Box::pin(send(store, conv, ana, key, "hello")) as Pin<Box<_>>)
+        .collect();
+    let ready_at_once = std::future::poll_fn(|cx| {
+        let ready = queued
+            .iter_mut()
+            .map(|f| f.as_mut().poll(cx).is_ready())
+            .filter(|&ready| ready)
+            .count();
+        Poll::Ready(ready)
+    })
+    .await;
+    if ready_at_once > 0 {
+        bail!("{ready_at_once} queued sends answered while c-f was locked");
+    }
+    lock.rollback().await?;
+    let mut answers = vec![first.await?];
+    for f in queued {
+        answers.push(f.await);
+    }
+    Ok((answers, sizes.seen()))
+}
 
 async fn counter_and_rows(pool: &PgPool) -> Result<(i64, i64)> {
     let next: i64 = sqlx::query_scalar("SELECT next_seq FROM conversations WHERE conv_id = 'c-f'")
@@ -136,15 +237,19 @@ async fn concurrent_sends(
     Ok(answers)
 }
 
-/// A commit failure under concurrent sends, which the store commits in batches: every send
-/// answers OUTCOME_UNKNOWN, nothing is written, and every retry with the same key then writes
-/// once, at consecutive seqs (P1, P6).
+/// A commit failure under concurrent sends, which the store commits in batches (a batch of 23
+/// is seen to form): every send answers OUTCOME_UNKNOWN, nothing is written, and every retry
+/// with the same key then writes once, at consecutive seqs (P1, P6).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failure_at_commit_of_a_batch_leaves_every_outcome_unknown() -> Result<()> {
     let (_db, store, ana, conv) = group_of_ana().await?;
     let before = counter_and_rows(store.pool()).await?;
     fail_every_commit(store.pool()).await?;
-    let answers = concurrent_sends(&store, &conv, &ana, 24).await?;
+    let (answers, batches) = one_batch_behind_a_held_send(&store, &conv, &ana).await?;
+    ensure!(
+        batches == [1, QUEUED_SENDS],
+        "the batch did not form: batches {batches:?}"
+    );
     ensure!(
         answers
             .iter()
@@ -171,7 +276,8 @@ async fn failure_at_commit_of_a_batch_leaves_every_outcome_unknown() -> Result<(
     Ok(())
 }
 
-/// A statement failure inside a batch (a poisoned row) rolls the batch back, and its requests
+/// A statement failure inside a batch (a poisoned row in a batch of 23 seen to form) rolls the
+/// batch back, and its requests
 /// are then sent one by one: only the poisoned send answers UNAVAILABLE and writes nothing,
 /// every other send is written, and the log stays gapless.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -186,7 +292,11 @@ async fn failure_inside_a_batch_writes_nothing_and_leaves_no_gap() -> Result<()>
     sqlx::query("CREATE TRIGGER fail_after_insert AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION fail_after_insert()")
         .execute(store.pool())
         .await?;
-    let answers = concurrent_sends(&store, &conv, &ana, 24).await?;
+    let (answers, batches) = one_batch_behind_a_held_send(&store, &conv, &ana).await?;
+    ensure!(
+        batches == [1, QUEUED_SENDS],
+        "the batch did not form: batches {batches:?}"
+    );
     let mut seqs = Vec::new();
     let mut failed = 0;
     for (i, a) in answers.iter().enumerate() {

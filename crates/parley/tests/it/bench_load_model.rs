@@ -36,7 +36,36 @@ async fn bench(server: &TestServer, out: &PathBuf, extra: &[&str]) -> Value {
     );
     assert!(stdout.contains("violations: lost 0"), "summary:\n{stdout}");
     let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
-    serde_json::from_str(&text).expect("report.json is JSON")
+    let report: Value = serde_json::from_str(&text).expect("report.json is JSON");
+    assert_history_clean(out, &report);
+    report
+}
+
+/// The history beside the report holds every ack and every member's range, and the checker
+/// finds in it what the report says it found.
+fn assert_history_clean(out: &std::path::Path, report: &Value) {
+    let file = std::fs::File::open(out.join("history.jsonl")).expect("history.jsonl written");
+    let history =
+        parley_history::read_history(std::io::BufReader::new(file)).expect("history.jsonl parses");
+    let oks = history
+        .iter()
+        .filter(|r| matches!(r, parley_history::Record::Ok(_)))
+        .count();
+    assert_eq!(Some(oks as u64), report["sends_acked"].as_u64());
+    let members = history
+        .iter()
+        .filter(|r| matches!(r, parley_history::Record::Member(_)))
+        .count();
+    assert_eq!(
+        Some(members as u64),
+        report["verification"]["checked_pairs"].as_u64()
+    );
+    let checked = parley_history::check(&history);
+    assert_eq!(checked.total(), 0, "{checked:#?}");
+    assert_eq!(
+        serde_json::to_value(&checked.anomalies).expect("anomalies serialise"),
+        report["verification"]["anomalies"]
+    );
 }
 
 fn assert_clean(r: &Value) {
