@@ -10,6 +10,13 @@ use crate::cluster::Cluster;
 use crate::load::Load;
 use crate::schedule::{Fault, FaultKind, Schedule};
 
+/// Pause between two rounds of `pg_terminate_backend`: gateways reconnect within it, so
+/// connections die in the middle of their work, between a send's statements and its COMMIT.
+const TERMINATE_INTERVAL_MS: u64 = 20;
+/// Longest storm of terminations: long enough to cut many sends, short enough that the
+/// gateways' leases (2 s) survive it.
+const TERMINATE_STORM_MS_MAX: u64 = 1_500;
+
 /// What became of one fault of the schedule.
 #[derive(Debug, Clone, Serialize)]
 pub struct FaultOutcome {
@@ -86,16 +93,30 @@ async fn inject(fault: &Fault, cluster: &mut Cluster, load: &Load) -> Result<Opt
         }
         FaultKind::PgTerminateBackend => {
             let mut conn = cluster.connect().await?;
-            let terminated: i64 = sqlx::query_scalar(
-                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            )
-            .fetch_one(&mut conn)
-            .await
-            .context("terminating the gateways' connections")?;
+            let storm = hold.min(Duration::from_millis(TERMINATE_STORM_MS_MAX));
+            let until = Instant::now() + storm;
+            let (mut rounds, mut terminated) = (0u64, 0i64);
+            loop {
+                terminated += sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) \
+                     FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                )
+                .fetch_one(&mut conn)
+                .await
+                .context("terminating the gateways' connections")?;
+                rounds += 1;
+                if Instant::now() >= until {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(TERMINATE_INTERVAL_MS)).await;
+            }
             // Closing is a courtesy to the server; the connection is dropped either way.
             let _ = conn.close().await;
-            Ok(Some(format!("{terminated} connections terminated")))
+            Ok(Some(format!(
+                "{terminated} connections terminated in {rounds} rounds over {} ms",
+                storm.as_millis()
+            )))
         }
         FaultKind::PgRestart => {
             let Some(pg) = cluster.postgres.as_mut() else {

@@ -38,7 +38,8 @@ pub enum FaultKind {
     GatewayKill,
     /// SIGSTOP of a gateway, SIGCONT after `duration_ms`.
     GatewayPause,
-    /// `pg_terminate_backend` of every other connection to the database.
+    /// `pg_terminate_backend` of every other connection to the database, again and again for
+    /// `duration_ms` (at most `TERMINATE_STORM_MS_MAX` of `faults.rs`).
     PgTerminateBackend,
     /// `pg_ctl restart -m fast` of the lab's own PostgreSQL.
     PgRestart,
@@ -150,7 +151,7 @@ pub fn generate(plan: &Plan, index: usize) -> Schedule {
             let room = (slot_start + slot).saturating_sub(at_ms);
             let longest = room.clamp(FAULT_DURATION_MS_MIN, FAULT_DURATION_MS_MAX);
             let duration_ms = match kind {
-                FaultKind::PgTerminateBackend | FaultKind::PgRestart => 0,
+                FaultKind::PgRestart => 0,
                 _ => rng.gen_range(FAULT_DURATION_MS_MIN..=longest),
             };
             let gateway = matches!(kind, FaultKind::GatewayKill | FaultKind::GatewayPause)
