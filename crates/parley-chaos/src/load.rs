@@ -760,3 +760,29 @@ impl Load {
 
 /// The prefix of a classified error that means a definite failure.
 const DEFINITE: &str = "definite:";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, code: &str) -> ClientError {
+        ClientError::Api {
+            status,
+            code: code.to_owned(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_refusal_with_a_4xx_code_is_a_definite_failure() {
+        assert!(is_definite(&api(403, "NOT_MEMBER")));
+        assert!(is_definite(&api(429, "RATE_LIMITED")));
+        assert!(!is_definite(&api(503, "OUTCOME_UNKNOWN")));
+        assert!(!is_definite(&api(503, "UNAVAILABLE")));
+        assert!(!is_definite(&api(500, "INTERNAL")));
+        assert!(!is_definite(&ClientError::NoAnswer { waited_ms: 3_000 }));
+        assert!(!is_definite(&ClientError::Disconnected {
+            reason: "closed".to_owned()
+        }));
+    }
+}
