@@ -1,4 +1,4 @@
-//! The command line: `parley serve`, `parley migrate` and `parley bench`. Every serve flag can also be set by
+//! The command line: `parley serve`, `parley migrate`, `parley bench` and `parley chaos`. Every serve flag can also be set by
 //! the environment variable `PARLEY_<NAME>` (SPEC §6, configuration).
 
 use std::net::SocketAddr;
@@ -65,6 +65,8 @@ pub enum Command {
     /// Runs the named checks against a running server and writes result.json and report.html;
     /// exits non-zero when a check failed.
     Verify(VerifyArgs),
+    /// Runs seeded fault schedules under load on a cluster of its own and checks the history.
+    Chaos(Box<parley_chaos::ChaosArgs>),
 }
 
 /// How committed events travel between gateway nodes.
@@ -433,5 +435,68 @@ mod tests {
         };
         assert_eq!((args.max_body_bytes, args.max_request_bytes), (6, 4096));
         assert_eq!(args.bus, BusKind::Nats);
+    }
+
+    #[test]
+    fn chaos_needs_schedules_seed_and_out_and_defaults_the_rest() {
+        let chaos = |args: &[&str]| {
+            Cli::try_parse_from(["parley", "chaos"].iter().chain(args)).map(|cli| {
+                let Command::Chaos(args) = cli.command else {
+                    panic!("expected chaos");
+                };
+                args
+            })
+        };
+        let args = chaos(&["--schedules", "2", "--seed", "7", "--out", "d"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((args.schedules, args.seed), (2, 7));
+        assert_eq!((args.gateways, args.schedule_s), (3, 20));
+        assert_eq!(args.bus, parley_chaos::ChaosBus::Nats);
+        assert!(args.database_url.is_none() && args.test_breaks.is_none());
+        let args = chaos(&[
+            "--schedules",
+            "1",
+            "--seed",
+            "1",
+            "--out",
+            "d",
+            "--bus",
+            "postgres",
+            "--gateways",
+            "2",
+            "--schedule-s",
+            "5",
+            "--test-breaks",
+            "ack-before-commit",
+            "--faults",
+            "gateway_kill,pg_restart",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(args.bus, parley_chaos::ChaosBus::Postgres);
+        assert_eq!(args.faults, ["gateway_kill", "pg_restart"]);
+        assert_eq!(args.test_breaks.as_deref(), Some("ack-before-commit"));
+        assert!(
+            chaos(&["--seed", "1", "--out", "d"]).is_err(),
+            "--schedules"
+        );
+        assert!(
+            chaos(&["--schedules", "1", "--out", "d"]).is_err(),
+            "--seed"
+        );
+        assert!(
+            chaos(&["--schedules", "1", "--seed", "1"]).is_err(),
+            "--out"
+        );
+        assert!(chaos(&[
+            "--schedules",
+            "1",
+            "--seed",
+            "1",
+            "--out",
+            "d",
+            "--gateways",
+            "0"
+        ])
+        .is_err());
     }
 }

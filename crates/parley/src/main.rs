@@ -1,5 +1,5 @@
 //! The `parley` binary: parses the command line, sets up logging and hands over to `serve`,
-//! `migrate`, `bench` or `verify`. Everything else lives in the library crates.
+//! `migrate`, `bench`, `verify` or `chaos`. Everything else lives in the library crates.
 
 mod cli;
 mod data_dir;
@@ -18,8 +18,9 @@ use crate::cli::{Cli, Command, LogFormat};
 
 /// Log filter when `RUST_LOG` is not set.
 const LOG_FILTER_DEFAULT: &str = "info";
-/// Log filter of `parley bench` when `RUST_LOG` is not set: its hundreds of simulated devices
-/// would log every reconnect; the progress bar and the summary say what happens.
+/// Log filter of `parley bench` and `parley chaos` when `RUST_LOG` is not set: their
+/// simulated devices would log every reconnect; the progress lines and the summary say what
+/// happens.
 const BENCH_LOG_FILTER_DEFAULT: &str = "warn";
 /// Log filter of `parley verify` when `RUST_LOG` is not set: one line per check, without the
 /// database's notices about the scratch schemas it drops.
@@ -44,7 +45,7 @@ fn init_logs(format: LogFormat, filter: EnvFilter) {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_filter = match cli.command {
-        Command::Bench(_) => BENCH_LOG_FILTER_DEFAULT,
+        Command::Bench(_) | Command::Chaos(_) => BENCH_LOG_FILTER_DEFAULT,
         Command::Verify(_) => VERIFY_LOG_FILTER_DEFAULT,
         _ => LOG_FILTER_DEFAULT,
     };
@@ -61,6 +62,7 @@ async fn main() -> ExitCode {
             Ok(verify::Verdict::NoFailure) => Ok(()),
             Err(e) => Err(e),
         },
+        Command::Chaos(args) => parley_chaos::chaos(*args).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@
 mod bench_gateways;
 mod bench_load_model;
 mod break_process;
+mod chaos;
 mod conn_hardening;
 mod observability;
 mod restart_safety;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The short chaos run of CI: builds `parley` and runs `parley chaos` on a cluster of its own
+# (its own PostgreSQL made with initdb, its own NATS server, three gateways), failing when the
+# history checker found any anomaly or a schedule could not run.
+#
+#   scripts/chaos.sh [more parley chaos flags]
+#
+# CHAOS_SCHEDULES (default 5), CHAOS_SCHEDULE_S (seconds of load per schedule, default 20),
+# CHAOS_SEED (default 1) and CHAOS_OUT (default target/chaos) set the run. PARLEY_BIN names a
+# built `parley` binary; without it the script builds one with `cargo build -p parley`.
+# The long run of docs/EVIDENCE.md is `parley chaos --schedules 100 --seed 1 --out target/chaos-100`.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+schedules="${CHAOS_SCHEDULES:-5}"
+schedule_s="${CHAOS_SCHEDULE_S:-20}"
+seed="${CHAOS_SEED:-1}"
+out="${CHAOS_OUT:-target/chaos}"
+
+if [[ -n "${PARLEY_BIN:-}" ]]; then
+  bin="$PARLEY_BIN"
+else
+  cargo build -p parley
+  bin="target/debug/parley"
+fi
+
+echo "parley chaos: $schedules schedules of $schedule_s s, seed $seed, results in $out"
+"$bin" chaos --schedules "$schedules" --seed "$seed" --schedule-s "$schedule_s" --out "$out" "$@"
