@@ -5,7 +5,8 @@
 # `<test>::sqlite`) in the same nextest run, so one summary counts both. A missing PostgreSQL
 # fails the run; tests are never skipped for lack of one. Then scripts/cluster_smoke.sh runs
 # scripts/cluster.sh (three gateways on NATS behind nginx; nginx is installed with apt-get when
-# missing), scripts/verify.sh runs `parley verify` against a server on each store, and last
+# missing), scripts/verify.sh runs `parley verify` against a server on each store, scripts/chaos.sh
+# runs five fault schedules under load, and last
 # scripts/schemathesis.sh checks a running server against its own OpenAPI
 # document on both stores.
 set -euo pipefail
@@ -131,6 +132,11 @@ bash scripts/cluster_smoke.sh || die "the cluster smoke test failed"
 # check PASS or NOT_RUN with its reason (docs/VERIFY.md).
 say "scripts/verify.sh"
 bash scripts/verify.sh --out target/verify || die "parley verify found a failing check"
+
+# The short chaos run: five seeded fault schedules of 20 s under load on a cluster of its own;
+# any anomaly fails the run (docs/EVIDENCE.md has the long one).
+say "scripts/chaos.sh"
+PARLEY_BIN="$(build_parley_debug)" bash scripts/chaos.sh || die "the chaos run found an anomaly or could not run"
 
 # The API against its own OpenAPI document, on both stores (README: "Check the API").
 say "scripts/schemathesis.sh"
