@@ -21,6 +21,10 @@ pub enum Needs {
     Database,
     /// At least this many gateways listed by `/v1/admin/gateways`.
     Gateways(usize),
+    /// A build with the test-only cargo feature `test-breaks`, whose guards a control removes
+    /// (`PARLEY_TEST_BREAKS`): a negative control of the cargo tests, never run against a
+    /// deployment.
+    TestBuild,
 }
 
 /// One named check.
@@ -73,7 +77,7 @@ const fn chapter_of(id: &'static str) -> &'static str {
     }
 }
 
-use Needs::{Api, Database, Gateways};
+use Needs::{Api, Database, Gateways, TestBuild};
 
 /// Every check, in chapter order. Ids are unique (a unit test holds it).
 pub fn registry() -> Vec<CheckDef> {
@@ -94,6 +98,8 @@ pub fn registry() -> Vec<CheckDef> {
             "200 concurrent distinct sends → count = max(seq), next_seq = max + 1", Api, boxed!(concurrency::seq_gapless)),
         check!("04-control-sequence-gaps", "Negative control: a database sequence leaves gaps on rollback.",
             "a database sequence with 3 of 10 transactions rolled back → 7 rows, max 10", Database, boxed!(database::control_sequence_gaps)),
+        check!("04-control-seq-without-row-lock", "Negative control: Parley's own send path without the conversation's row lock breaks the log under the same race.",
+            "200 concurrent distinct sends over 4 stores with no-row-lock → sends fail on the (conv_id, seq) key: two transactions took one seq", TestBuild, None),
         check!("04-history-uses-pk", "The range read of the log is a primary-key range scan.",
             "the range query's plan uses the primary key", Database, boxed!(database::history_uses_pk)),
         check!("04-concurrent-mixed-sends-answered-each", "Concurrent sends of a batch are each answered with their own outcome.",
@@ -114,6 +120,12 @@ pub fn registry() -> Vec<CheckDef> {
             "after the old connection's cleanup the device still receives pushes on the new one", Api, boxed!(more::old_cleanup_keeps_new_route)),
         check!("05-revoked-token-closes-socket", "Revoking a token closes its sockets.",
             "close 4003", Api, boxed!(realtime::revoked_token_closes_socket)),
+        check!("05-reissued-token-closes-socket", "Re-issuing a device's token closes the old token's sockets only.",
+            "old token's socket: close 4003, the old token refused with 401; the new token connects; the user's other device stays connected", Api, boxed!(realtime::reissued_token_closes_socket)),
+        check!("05-control-cleanup-without-compare-and-delete", "Negative control: the old connection's cleanup without compare-and-delete deletes the new route.",
+            "with cleanup-without-cad the kicked connection's cleanup leaves the device without a route", TestBuild, None),
+        check!("06-control-ack-before-commit", "Negative control: a send acked before its commit loses an acked message when the commit fails.",
+            "with ack-before-commit a failed commit is acked at seq 3, the log has no seq 3, and the next send gets seq 3", TestBuild, None),
         check!("06-ack-after-commit", "No push before commit.",
             "while the conversation's row lock is held the send blocks and nothing is pushed; after the release the ack and the push of seq 3", Database, boxed!(database::ack_after_commit)),
         check!("06-commit-failure-answers-outcome-unknown", "A failed commit is answered OUTCOME_UNKNOWN.",
@@ -236,6 +248,7 @@ mod tests {
         let mut id = test_name.trim_start_matches("check_").replace('_', "-");
         for variant in [
             "-postgres-only",
+            "-process",
             "-http",
             "-sdk",
             "-ws",

@@ -16,6 +16,9 @@ use crate::result::{CheckResult, RunResult, ServerReport, Status};
 pub const CHECK_TIMEOUT_MS_DEFAULT: u64 = 60_000;
 /// The reason of every check that has no code in verify yet.
 pub const NOT_IMPLEMENTED: &str = "not implemented in verify";
+/// Why a negative control over Parley's own paths is not run against a deployment.
+pub const NEEDS_TEST_BUILD: &str =
+    "a negative control: needs a build with the test-only feature test-breaks (cargo test)";
 
 /// Which checks to run and how long each may take.
 #[derive(Debug, Clone)]
@@ -77,6 +80,7 @@ async fn run_def(
     let not_run = |reason: String| result_of(def, Status::NotRun, String::new(), Some(reason));
     match def.needs {
         Needs::Database if target.database_url.is_none() => return not_run(NEEDS_DATABASE.into()),
+        Needs::TestBuild => return not_run(NEEDS_TEST_BUILD.into()),
         Needs::Gateways(n) if gateways < n => {
             return not_run(format!(
                 "needs {n} gateways; /v1/admin/gateways lists {gateways}"

@@ -103,6 +103,10 @@ verify_on_both_stores!(
     "05-revoked-token-closes-socket"
 );
 verify_on_both_stores!(
+    verify_05_reissued_token_closes_socket,
+    "05-reissued-token-closes-socket"
+);
+verify_on_both_stores!(
     verify_05_old_cleanup_keeps_new_route,
     "05-old-cleanup-keeps-new-route"
 );

@@ -95,48 +95,8 @@ async fn check_05_old_cleanup_keeps_new_route(store: StoreKind) -> Result<()> {
     Ok(())
 }
 
-test_on_both_stores!(
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    check_05_reissued_token_closes_socket
-);
-/// Re-issuing a device's token (`POST /v1/admin/users/{user_id}/devices` again) revokes the old
-/// one: the socket of the old token closes with 4003, the old token no longer connects, the new
-/// one does, and the socket of the user's other device stays open.
-async fn check_05_reissued_token_closes_socket(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_on(store, ServerConfig::default()).await;
-    let old = server.user_with_device("u-ana").await;
-    let other = server.device("u-ana", "d2").await;
-    let mut ws = Ws::connect(server.base_url(), old.token()).await?;
-    let mut other_ws = Ws::connect(server.base_url(), other.token()).await?;
-    for socket in [&mut ws, &mut other_ws] {
-        socket.send(json!({"type": "ping", "req_id": 1})).await?;
-        socket.next_of("pong", WAIT).await?;
-    }
-    let new_token = server.admin().create_device("u-ana", "d1").await?;
-    ensure!(
-        new_token != old.token(),
-        "the re-issue answered the old token"
-    );
-    let (code, _) = ws.until_close(WAIT).await?;
-    ensure!(code == 4003, "close code {code}");
-    let again = Ws::connect(server.base_url(), old.token()).await;
-    ensure!(
-        again.is_err() && format!("{:?}", again.err()).contains("401"),
-        "the old token connected after the re-issue"
-    );
-    let mut renewed = Ws::connect(server.base_url(), &new_token).await?;
-    renewed.send(json!({"type": "ping", "req_id": 2})).await?;
-    ensure!(
-        renewed.next_of("pong", WAIT).await?["req_id"] == 2,
-        "the new token's socket is not served"
-    );
-    other_ws.send(json!({"type": "ping", "req_id": 3})).await?;
-    ensure!(
-        other_ws.next_of("pong", WAIT).await?["req_id"] == 3,
-        "the other device's socket was closed too"
-    );
-    Ok(())
-}
+// `05-reissued-token-closes-socket` is a check of `parley verify`, run on both stores by
+// `verify_checks.rs`.
 
 test_on_both_stores!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -72,6 +72,52 @@ pub async fn revoked_token_closes_socket(ctx: &Ctx) -> Observed {
     Ok(format!("closed with {code}"))
 }
 
+/// Re-issuing a device's token (`POST /v1/admin/users/{user_id}/devices` again) revokes the old
+/// one: the old token's socket closes with 4003 and the old token no longer connects; the new
+/// one does; the socket of the user's other device stays open.
+pub async fn reissued_token_closes_socket(ctx: &Ctx) -> Observed {
+    let old = ctx.user("ana").await?;
+    let other = ctx.device("ana", "d2").await?;
+    let base = &ctx.target.base_url;
+    let mut ws = Ws::connect(base, old.token()).await?;
+    let mut other_ws = Ws::connect(base, other.token()).await?;
+    let new_token = ctx.target.admin.create_device(&ctx.id("ana"), "d1").await?;
+    ctx.note("admin: re-issue ana/d1");
+    ensure!(
+        new_token != old.token(),
+        "the re-issue answered the old token"
+    );
+    let (code, _) = ws.until_close(FRAME_WAIT).await?;
+    ctx.note(format!("old token's socket closed with {code}"));
+    ensure!(code == 4003, "close code {code}");
+    match Ws::connect(base, old.token()).await {
+        Ok(_) => {
+            return Err(CheckError::Failed(
+                "the old token connected after the re-issue".into(),
+            ))
+        }
+        Err(e) => {
+            ctx.note(format!("old token refused: {e}"));
+            ensure!(
+                e.to_string().contains("401"),
+                "the old token refused with {e}"
+            );
+        }
+    }
+    Ws::connect(base, &new_token).await?;
+    ctx.note("the new token connected");
+    other_ws
+        .send(json!({"type": "ping", "req_id": "other"}))
+        .await?;
+    ensure!(
+        other_ws.next_of("pong", FRAME_WAIT).await?["req_id"] == "other",
+        "the other device's socket was closed too"
+    );
+    Ok(format!(
+        "old socket closed with {code}; other device still connected"
+    ))
+}
+
 /// Marking read on one device reaches the user's other online devices as a `read` frame; the
 /// marking device gets none; the other devices' views show it.
 pub async fn read_reaches_other_devices(ctx: &Ctx) -> Observed {
