@@ -286,6 +286,28 @@ mod tests {
     }
 
     #[test]
+    fn partitions_cut_from_both_servers_and_only_from_postgres_without_nats() {
+        let from = |nats: bool| -> Vec<PartitionFrom> {
+            let plan = Plan {
+                kinds: vec![FaultKind::Partition],
+                nats,
+                ..plan(1)
+            };
+            (0..20)
+                .flat_map(|i| generate(&plan, i).faults)
+                .map(|f| f.partition_from.expect("a partition names its server"))
+                .collect()
+        };
+        let with_nats = from(true);
+        assert!(with_nats.contains(&PartitionFrom::Nats), "{with_nats:?}");
+        assert!(
+            with_nats.contains(&PartitionFrom::Postgres),
+            "{with_nats:?}"
+        );
+        assert!(from(false).iter().all(|f| *f == PartitionFrom::Postgres));
+    }
+
+    #[test]
     fn kind_names_round_trip() {
         for kind in FaultKind::ALL {
             assert_eq!(FaultKind::parse(kind.as_str()), Some(kind));

@@ -194,6 +194,7 @@ async fn chaos_partitions_gateways_from_postgres_and_nats_without_anomaly() {
             dropped += dropped_packets(detail);
             let ns = detail
                 .split_whitespace()
+                .map(|w| w.trim_start_matches('('))
                 .find(|w| w.starts_with("parley-chaos-"))
                 .unwrap_or_else(|| panic!("no namespace in {detail:?}"));
             namespaces.push(ns.to_owned());
