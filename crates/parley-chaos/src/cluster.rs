@@ -2,12 +2,14 @@
 //! (with `--bus nats`) and N gateways of the parley executable, kept across schedules. Faults
 //! act on it and [`Cluster::heal`] undoes whatever is left of them.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rand::RngCore;
 use sqlx::{Connection, PgConnection};
 
+use crate::netns::LabNetwork;
 use crate::postgres::{LabPostgres, DATABASE};
 use crate::procs::{free_addr, wait_all_ready, Gateway, GatewayCommon, LabNats};
 
@@ -21,6 +23,9 @@ pub struct ClusterConfig {
     /// A database to use instead of a PostgreSQL of the lab's own.
     pub database_url: Option<String>,
     pub test_breaks: Option<String>,
+    /// Whether to run the gateways in network namespaces of the lab's own (`netns.rs`), so
+    /// the `partition` fault can cut them off; off with `--no-netns`.
+    pub netns: bool,
     /// Scratch directory: PostgreSQL's data, the logs.
     pub dir: PathBuf,
 }
@@ -33,6 +38,10 @@ pub struct Cluster {
     pub postgres: Option<LabPostgres>,
     pub database_url: String,
     pub admin_token: String,
+    /// The namespaces the gateways run in; dropped last, after every process in them.
+    pub network: Option<LabNetwork>,
+    /// Why the lab has no network of its own (the `partition` fault is then skipped).
+    pub network_unavailable: Option<String>,
 }
 
 /// A random admin token for the run.
@@ -46,25 +55,55 @@ impl Cluster {
     pub async fn start(config: &ClusterConfig) -> Result<Cluster> {
         let logs = config.dir.join("logs");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-        let (postgres, database_url) = match &config.database_url {
-            Some(url) => (None, url.clone()),
+        let unavailable = if !config.netns {
+            Some("the lab's network is off (--no-netns)".to_owned())
+        } else if config.database_url.is_some() {
+            Some("the database was given (--database-url): the lab partitions only from its own PostgreSQL".to_owned())
+        } else {
+            LabNetwork::unavailable()
+        };
+        let (network, network_unavailable) = match unavailable {
+            Some(reason) => (None, Some(reason)),
+            None => match LabNetwork::create(config.gateways) {
+                Ok(net) => (Some(net), None),
+                Err(e) => (
+                    None,
+                    Some(format!("making network namespaces failed: {e:#}")),
+                ),
+            },
+        };
+        if let Some(reason) = &network_unavailable {
+            eprintln!("parley chaos: gateways on loopback, no partition faults: {reason}");
+        }
+        let hub = network.as_ref().map(|n| (n.hub_addr(), n.cidr()));
+        let (postgres, database_url, gateway_database_url) = match &config.database_url {
+            Some(url) => (None, url.clone(), url.clone()),
             None => {
                 let port = free_addr()?.port();
-                let pg = LabPostgres::start(&config.dir.join("pg"), port)
+                let pg = LabPostgres::start(&config.dir.join("pg"), port, hub.clone())
                     .context("starting the lab's PostgreSQL")?;
                 create_database(&pg.url("postgres")).await?;
                 let url = pg.url(DATABASE);
-                (Some(pg), url)
+                // The gateways in namespaces reach PostgreSQL at the hub address.
+                let gateway_url = match &hub {
+                    Some((addr, _)) => url.replace("@127.0.0.1:", &format!("@{addr}:")),
+                    None => url.clone(),
+                };
+                (Some(pg), url, gateway_url)
             }
         };
+        let nats_ip = match &hub {
+            Some((addr, _)) => IpAddr::V4(*addr),
+            None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        };
         let nats = if config.bus == "nats" {
-            Some(LabNats::start(&config.nats_server, &logs).await?)
+            Some(LabNats::start(&config.nats_server, &logs, nats_ip).await?)
         } else {
             None
         };
         let common = GatewayCommon {
             program: config.program.clone(),
-            database_url: database_url.clone(),
+            database_url: gateway_database_url,
             admin_token: admin_token(),
             bus: config.bus.clone(),
             nats_url: nats.as_ref().map(LabNats::url),
@@ -77,10 +116,13 @@ impl Cluster {
             postgres,
             database_url,
             admin_token: common.admin_token.clone(),
+            network,
+            network_unavailable,
         };
         for i in 0..config.gateways {
+            let net = cluster.network.as_ref().map(|n| n.gateways[i].clone());
             // The first applies the schema; the others start once it has.
-            let gateway = Gateway::start(&common, i, i == 0).await?;
+            let gateway = Gateway::start(&common, i, i == 0, net.as_ref()).await?;
             cluster.gateways.push(gateway);
         }
         Ok(cluster)
@@ -96,6 +138,12 @@ impl Cluster {
     /// Answers what it had to repair beyond the faults' own healing.
     pub async fn heal(&mut self) -> Result<Vec<String>> {
         let mut repaired = Vec::new();
+        if let Some(net) = self.network.as_mut() {
+            let healed = net.heal_all()?;
+            if healed > 0 {
+                repaired.push(format!("{healed} partitions were left"));
+            }
+        }
         if let Some(pg) = self.postgres.as_mut() {
             if pg.ensure_running()? {
                 repaired.push("postgres was down".to_owned());

@@ -8,7 +8,7 @@ use sqlx::Connection;
 
 use crate::cluster::Cluster;
 use crate::load::Load;
-use crate::schedule::{Fault, FaultKind, Schedule};
+use crate::schedule::{Fault, FaultKind, PartitionFrom, Schedule};
 
 /// Pause between two rounds of `pg_terminate_backend`: gateways reconnect within it, so
 /// connections die in the middle of their work, between a send's statements and its COMMIT.
@@ -45,7 +45,7 @@ pub async fn run_faults(
         tracing::info!(kind = fault.kind.as_str(), started_ms, "fault");
         let (status, detail) = match inject(fault, cluster, load).await {
             Ok(Some(detail)) => ("injected", detail),
-            Ok(None) => ("skipped", skip_reason(fault.kind).to_owned()),
+            Ok(None) => ("skipped", skip_reason(fault.kind, cluster)),
             Err(e) => ("failed", format!("{e:#}")),
         };
         if status == "failed" {
@@ -63,13 +63,20 @@ pub async fn run_faults(
     outcomes
 }
 
-fn skip_reason(kind: FaultKind) -> &'static str {
+fn skip_reason(kind: FaultKind, cluster: &Cluster) -> String {
     match kind {
         FaultKind::PgRestart => {
             "the database was given (--database-url): the lab restarts only its own PostgreSQL"
+                .to_owned()
         }
-        FaultKind::NatsRestart => "the bus is PostgreSQL's: there is no NATS server to restart",
-        _ => "not possible in this cluster",
+        FaultKind::NatsRestart => {
+            "the bus is PostgreSQL's: there is no NATS server to restart".to_owned()
+        }
+        FaultKind::Partition => cluster
+            .network_unavailable
+            .clone()
+            .unwrap_or_else(|| "no network namespaces".to_owned()),
+        _ => "not possible in this cluster".to_owned(),
     }
 }
 
@@ -77,6 +84,24 @@ fn skip_reason(kind: FaultKind) -> &'static str {
 async fn inject(fault: &Fault, cluster: &mut Cluster, load: &Load) -> Result<Option<String>> {
     let hold = Duration::from_millis(fault.duration_ms);
     match fault.kind {
+        FaultKind::Partition => {
+            let from = fault.partition_from.unwrap_or(PartitionFrom::Postgres);
+            let port = match from {
+                PartitionFrom::Postgres => cluster.postgres.as_ref().map(|pg| pg.port()),
+                PartitionFrom::Nats => cluster.nats.as_ref().map(|nats| nats.port()),
+            };
+            let (Some(net), Some(port)) = (cluster.network.as_mut(), port) else {
+                return Ok(None);
+            };
+            let index = fault.gateway.unwrap_or(0);
+            let detail = net.partition(index, port)?;
+            tokio::time::sleep(hold).await;
+            let dropped = net.heal(index)?;
+            Ok(Some(format!(
+                "chaos-gw-{index} cut from {} ({detail}), {dropped} packets dropped, healed",
+                from.as_str()
+            )))
+        }
         FaultKind::GatewayKill => {
             let gateway = gateway(cluster, fault)?;
             gateway.kill().await?;

@@ -14,6 +14,7 @@
 pub mod cluster;
 pub mod faults;
 pub mod load;
+pub mod netns;
 pub mod postgres;
 pub mod procs;
 pub mod recorder;
@@ -85,6 +86,10 @@ pub struct ChaosArgs {
     /// Directory of the results (and of the lab's scratch files, under `lab/`).
     #[arg(long)]
     pub out: PathBuf,
+    /// Run the gateways on loopback instead of in network namespaces of the lab's own; the
+    /// `partition` fault is then skipped (namespaces need root, `ip`, `nsenter` and `nft`).
+    #[arg(long)]
+    pub no_netns: bool,
     /// The executable of the gateways (default: this one).
     #[arg(long, hide = true)]
     pub parley_bin: Option<PathBuf>,
@@ -170,6 +175,7 @@ async fn run(args: &ChaosArgs) -> Result<Summary> {
         bus: args.bus.as_arg().to_owned(),
         database_url: args.database_url.clone(),
         test_breaks: args.test_breaks.clone(),
+        netns: !args.no_netns,
         dir: lab,
     };
     let started = Instant::now();
@@ -182,6 +188,7 @@ async fn run(args: &ChaosArgs) -> Result<Summary> {
         gateways: config.gateways,
         devices: DEVICES_LEN,
         kinds,
+        nats: args.bus == ChaosBus::Nats,
     };
     let run_tag = format!(
         "chaos{}-{}",
@@ -190,7 +197,7 @@ async fn run(args: &ChaosArgs) -> Result<Summary> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis())
     );
-    let mut summary = Summary::new(args, config.gateways);
+    let mut summary = Summary::new(args, config.gateways, cluster.network.is_some());
     for index in 0..args.schedules {
         let dir = out.join(format!("schedule-{index:03}"));
         std::fs::create_dir_all(&dir)?;

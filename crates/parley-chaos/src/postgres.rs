@@ -5,6 +5,8 @@
 //! PostgreSQL refuses to run as root; as root, the lab runs `initdb` and `pg_ctl` as the user
 //! `postgres` (`runuser -u postgres --`) and gives that user the scratch directory.
 
+use std::io::Write;
+use std::net::Ipv4Addr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,12 +27,14 @@ pub struct LabPostgres {
     bindir: PathBuf,
     data: PathBuf,
     port: u16,
+    /// `listen_addresses`: 127.0.0.1, and the hub address of the lab's network when it has one.
+    listen: String,
     as_postgres: bool,
     running: bool,
 }
 
 /// Whether this process runs as root: the owner of `/proc/self` is its effective user.
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
@@ -55,14 +59,20 @@ fn bindir() -> Result<PathBuf> {
 }
 
 impl LabPostgres {
-    /// Creates a cluster in `dir` (which must not hold one) and starts it on `port`.
-    pub fn start(dir: &Path, port: u16) -> Result<LabPostgres> {
+    /// Creates a cluster in `dir` (which must not hold one) and starts it on `port`; with
+    /// `hub` (an address and the network allowed to connect from it, see `netns.rs`) it also
+    /// listens on that address and trusts that network.
+    pub fn start(dir: &Path, port: u16, hub: Option<(Ipv4Addr, String)>) -> Result<LabPostgres> {
         let as_postgres = is_root();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut pg = LabPostgres {
             bindir: bindir()?,
             data: dir.join("data"),
             port,
+            listen: match &hub {
+                Some((addr, _)) => format!("127.0.0.1,{addr}"),
+                None => "127.0.0.1".to_owned(),
+            },
             as_postgres,
             running: false,
         };
@@ -81,8 +91,21 @@ impl LabPostgres {
             "initdb",
             &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"],
         )?;
+        if let Some((_, cidr)) = &hub {
+            let hba = pg.data.join("pg_hba.conf");
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&hba)
+                .with_context(|| format!("opening {}", hba.display()))?;
+            writeln!(file, "host all all {cidr} trust")?;
+        }
         pg.pg_ctl_start()?;
         Ok(pg)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `postgres://postgres@127.0.0.1:<port>/<database>`.
@@ -126,14 +149,14 @@ impl LabPostgres {
         Ok(true)
     }
 
-    /// The server's own options: only loopback, its socket in the scratch directory (the
+    /// The server's own options: only loopback (and the lab's hub address), its socket in the scratch directory (the
     /// machine's socket directory belongs to the shared cluster), and room for the gateways'
     /// pools.
     fn server_options(&self) -> String {
         let socket_dir = self.data.parent().unwrap_or(&self.data).display();
         format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k {socket_dir} -c max_connections=200 -c fsync=off",
-            self.port
+            "-p {} -c listen_addresses={} -k {socket_dir} -c max_connections=200 -c fsync=off",
+            self.port, self.listen
         )
     }
 

@@ -2,7 +2,7 @@
 //! group of its own (so a Ctrl-C at the terminal reaches the lab, which then stops them in
 //! order) and killed when its value is dropped.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use parley_client::{Client, ClientOptions, RetryPolicy};
 use tokio::process::{Child, Command};
+
+use crate::netns::GatewayNet;
 
 /// How long a started gateway may take to answer `/readyz`: the first applies the schema,
 /// which on a loaded 2-core machine takes seconds.
@@ -67,10 +69,11 @@ pub struct LabNats {
 }
 
 impl LabNats {
-    pub async fn start(program: &Path, dir: &Path) -> Result<LabNats> {
+    /// Starts the server on `ip` (127.0.0.1, or the hub address of the lab's network).
+    pub async fn start(program: &Path, dir: &Path, ip: IpAddr) -> Result<LabNats> {
         let mut nats = LabNats {
             program: program.to_owned(),
-            addr: free_addr()?,
+            addr: SocketAddr::new(ip, free_addr()?.port()),
             dir: dir.to_owned(),
             child: None,
         };
@@ -78,9 +81,14 @@ impl LabNats {
         Ok(nats)
     }
 
-    /// `nats://127.0.0.1:<port>`.
+    /// `nats://<ip>:<port>`.
     pub fn url(&self) -> String {
         format!("nats://{}", self.addr)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
     }
 
     /// Kills the server with SIGKILL and reaps it.
@@ -106,7 +114,8 @@ impl LabNats {
     async fn spawn(&mut self) -> Result<()> {
         let (out, err) = log_file(&self.dir, "nats-server.log")?;
         let child = Command::new(&self.program)
-            .args(["-a", "127.0.0.1", "-p", &self.addr.port().to_string()])
+            .args(["-a", &self.addr.ip().to_string()])
+            .args(["-p", &self.addr.port().to_string()])
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -161,20 +170,33 @@ pub struct Gateway {
     pub url: String,
     addr: SocketAddr,
     common: GatewayCommon,
+    /// The network namespace it runs in, when the lab has its own network.
+    netns: Option<PathBuf>,
     child: Option<Child>,
     paused: bool,
 }
 
 impl Gateway {
-    /// Starts gateway `index` (`migrate`: the first applies the schema) and waits until ready.
-    pub async fn start(common: &GatewayCommon, index: usize, migrate: bool) -> Result<Gateway> {
-        let addr = free_addr()?;
+    /// Starts gateway `index` (`migrate`: the first applies the schema) and waits until ready;
+    /// with `net` in that network namespace, listening on its address.
+    pub async fn start(
+        common: &GatewayCommon,
+        index: usize,
+        migrate: bool,
+        net: Option<&GatewayNet>,
+    ) -> Result<Gateway> {
+        let port = free_addr()?.port();
+        let addr = match net {
+            Some(net) => SocketAddr::new(IpAddr::V4(net.addr), port),
+            None => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        };
         let mut gateway = Gateway {
             index,
             id: format!("chaos-gw-{index}"),
             url: format!("http://{addr}"),
             addr,
             common: common.clone(),
+            netns: net.map(GatewayNet::path),
             child: None,
             paused: false,
         };
@@ -185,7 +207,19 @@ impl Gateway {
     async fn spawn(&mut self, migrate: bool) -> Result<()> {
         let c = &self.common;
         let (out, err) = log_file(&c.log_dir, &format!("{}.log", self.id))?;
-        let mut command = Command::new(&c.program);
+        // nsenter enters the namespace and execs the gateway: the child's pid is the gateway's
+        // own, so kills and pauses reach it.
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut command = Command::new("nsenter");
+                command
+                    .arg(format!("--net={}", ns.display()))
+                    .arg("--")
+                    .arg(&c.program);
+                command
+            }
+            None => Command::new(&c.program),
+        };
         command
             .arg("serve")
             .args(["--listen", &self.addr.to_string()])

@@ -50,11 +50,32 @@ pub enum FaultKind {
     /// A device drops its realtime session (and opens a new one) and aborts its next send
     /// after `abort_after_ms`.
     ClientDisconnect,
+    /// A gateway cut from PostgreSQL or NATS (`partition_from`) for `duration_ms`: nftables
+    /// drop rules in the gateway's network namespace (`netns.rs`).
+    Partition,
+}
+
+/// What a partition cuts a gateway from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionFrom {
+    Postgres,
+    Nats,
+}
+
+impl PartitionFrom {
+    /// The name in JSON files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartitionFrom::Postgres => "postgres",
+            PartitionFrom::Nats => "nats",
+        }
+    }
 }
 
 impl FaultKind {
     /// Every kind a schedule draws from.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::GatewayKill,
         FaultKind::GatewayPause,
         FaultKind::PgTerminateBackend,
@@ -62,6 +83,7 @@ impl FaultKind {
         FaultKind::NatsRestart,
         FaultKind::StuckRowLock,
         FaultKind::ClientDisconnect,
+        FaultKind::Partition,
     ];
 
     /// The name in JSON files and on the command line.
@@ -74,6 +96,7 @@ impl FaultKind {
             FaultKind::NatsRestart => "nats_restart",
             FaultKind::StuckRowLock => "stuck_row_lock",
             FaultKind::ClientDisconnect => "client_disconnect",
+            FaultKind::Partition => "partition",
         }
     }
 
@@ -100,6 +123,9 @@ pub struct Fault {
     /// When a client fault aborts the device's next send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abort_after_ms: Option<u64>,
+    /// What a partition cuts the gateway from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_from: Option<PartitionFrom>,
 }
 
 /// The faults of one schedule, with what they were drawn from.
@@ -123,6 +149,8 @@ pub struct Plan {
     pub devices: usize,
     /// The kinds to draw from (all by default).
     pub kinds: Vec<FaultKind>,
+    /// Whether the bus is a NATS server (a partition may then cut a gateway from it).
+    pub nats: bool,
 }
 
 /// The seed of schedule `index` of a run seeded with `run_seed`.
@@ -154,8 +182,18 @@ pub fn generate(plan: &Plan, index: usize) -> Schedule {
                 FaultKind::PgRestart => 0,
                 _ => rng.gen_range(FAULT_DURATION_MS_MIN..=longest),
             };
-            let gateway = matches!(kind, FaultKind::GatewayKill | FaultKind::GatewayPause)
-                .then(|| rng.gen_range(0..plan.gateways.max(1)));
+            let gateway = matches!(
+                kind,
+                FaultKind::GatewayKill | FaultKind::GatewayPause | FaultKind::Partition
+            )
+            .then(|| rng.gen_range(0..plan.gateways.max(1)));
+            let partition_from = (kind == FaultKind::Partition).then(|| {
+                if plan.nats && rng.gen_bool(0.5) {
+                    PartitionFrom::Nats
+                } else {
+                    PartitionFrom::Postgres
+                }
+            });
             let client = kind == FaultKind::ClientDisconnect;
             let device = client.then(|| rng.gen_range(0..plan.devices.max(1)));
             let abort_after_ms = client.then(|| rng.gen_range(0..=ABORT_AFTER_MS_MAX));
@@ -166,6 +204,7 @@ pub fn generate(plan: &Plan, index: usize) -> Schedule {
                 gateway,
                 device,
                 abort_after_ms,
+                partition_from,
             }
         })
         .collect();
@@ -199,6 +238,7 @@ mod tests {
             gateways: 3,
             devices: 6,
             kinds: Vec::new(),
+            nats: true,
         }
     }
 
@@ -225,6 +265,7 @@ mod tests {
                 assert!(end <= s.schedule_ms, "{s:?}");
                 assert!(f.gateway.is_none_or(|g| g < 3));
                 assert!(f.device.is_none_or(|d| d < 6));
+                assert_eq!(f.partition_from.is_some(), f.kind == FaultKind::Partition);
             }
         }
     }
@@ -245,12 +286,35 @@ mod tests {
     }
 
     #[test]
+    fn partitions_cut_from_both_servers_and_only_from_postgres_without_nats() {
+        let from = |nats: bool| -> Vec<PartitionFrom> {
+            let plan = Plan {
+                kinds: vec![FaultKind::Partition],
+                nats,
+                ..plan(1)
+            };
+            (0..20)
+                .flat_map(|i| generate(&plan, i).faults)
+                .map(|f| f.partition_from.expect("a partition names its server"))
+                .collect()
+        };
+        let with_nats = from(true);
+        assert!(with_nats.contains(&PartitionFrom::Nats), "{with_nats:?}");
+        assert!(
+            with_nats.contains(&PartitionFrom::Postgres),
+            "{with_nats:?}"
+        );
+        assert!(from(false).iter().all(|f| *f == PartitionFrom::Postgres));
+    }
+
+    #[test]
     fn kind_names_round_trip() {
         for kind in FaultKind::ALL {
             assert_eq!(FaultKind::parse(kind.as_str()), Some(kind));
             let json = serde_json::to_string(&kind).unwrap();
             assert_eq!(json, format!("\"{}\"", kind.as_str()));
         }
-        assert_eq!(FaultKind::parse("partition"), None);
+        assert_eq!(FaultKind::parse("partition"), Some(FaultKind::Partition));
+        assert_eq!(FaultKind::parse("tc_netem"), None);
     }
 }

@@ -131,3 +131,85 @@ async fn chaos_catches_gateways_that_ack_before_commit() {
     assert!(harm > 0, "{summary:#}");
     std::fs::remove_dir_all(&out).ok();
 }
+
+/// The packets a partition's rules dropped, from its detail (`…, N packets dropped, healed`).
+fn dropped_packets(detail: &str) -> u64 {
+    let words: Vec<&str> = detail.split_whitespace().collect();
+    words
+        .windows(2)
+        .find(|w| w[1] == "packets")
+        .and_then(|w| w[0].parse().ok())
+        .unwrap_or_else(|| panic!("no packet count in {detail:?}"))
+}
+
+/// Partitions need root, `ip`, `nsenter` and `nft` (scripts/chaos.sh installs nftables): the
+/// gateways run in network namespaces of the lab's own, each partition drops real traffic
+/// between a gateway and PostgreSQL or NATS, the history shows no anomaly, and the lab removes
+/// every namespace it made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_partitions_gateways_from_postgres_and_nats_without_anomaly() {
+    let out = out_dir("partition");
+    let (status, stderr) = run_chaos(
+        &out,
+        &[
+            "--schedules",
+            "2",
+            "--seed",
+            "11",
+            "--schedule-s",
+            "8",
+            "--faults",
+            "partition",
+        ],
+    )
+    .await;
+    let summary = read_json(&out.join("summary.json"));
+    assert!(status.success(), "{status}: {stderr}\n{summary:#}");
+    assert_eq!(
+        summary["faults_skipped"],
+        serde_json::json!({}),
+        "this test needs root, ip, nsenter and nft: {summary:#}"
+    );
+    assert!(
+        summary["faults"]["partition"].as_u64().unwrap() >= 6,
+        "{summary:#}"
+    );
+    assert_eq!(
+        summary["not_injected"],
+        serde_json::json!([]),
+        "{summary:#}"
+    );
+    assert_eq!(sum(&summary["anomalies"]), 0, "{summary:#}");
+    let (mut dropped, mut namespaces, mut from) = (0, Vec::new(), Vec::new());
+    for index in 0..2 {
+        let dir = out.join(format!("schedule-{index:03}"));
+        let schedule = read_json(&dir.join("schedule.json"));
+        for fault in schedule["faults"].as_array().unwrap() {
+            from.push(fault["partition_from"].as_str().unwrap().to_owned());
+        }
+        let report = read_json(&dir.join("report.json"));
+        for fault in report["faults"].as_array().unwrap() {
+            assert_eq!(fault["status"], "injected", "{report:#}");
+            let detail = fault["detail"].as_str().unwrap();
+            dropped += dropped_packets(detail);
+            let ns = detail
+                .split_whitespace()
+                .map(|w| w.trim_start_matches('('))
+                .find(|w| w.starts_with("parley-chaos-"))
+                .unwrap_or_else(|| panic!("no namespace in {detail:?}"));
+            namespaces.push(ns.to_owned());
+        }
+    }
+    assert!(
+        from.iter().any(|f| f == "postgres") && from.iter().any(|f| f == "nats"),
+        "partitions from both: {from:?}"
+    );
+    assert!(dropped > 0, "the partitions cut real traffic");
+    for ns in namespaces {
+        assert!(
+            !Path::new("/run/netns").join(&ns).exists(),
+            "{ns} removed at the end of the run"
+        );
+    }
+    std::fs::remove_dir_all(&out).ok();
+}
