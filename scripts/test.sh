@@ -85,14 +85,16 @@ check_nats() {
 }
 
 # The cluster smoke test needs Debian's nginx; a fresh machine gets it here, as root.
-ensure_nginx() {
-  command -v nginx >/dev/null 2>&1 && return
+# Installs Debian's package $2 when the command $1 is missing; $3 says what needs it.
+ensure_package() {
+  local cmd="$1" package="$2" why="$3"
+  command -v "$cmd" >/dev/null 2>&1 && return
   (( EUID == 0 )) && command -v apt-get >/dev/null 2>&1 \
-    || die "nginx is missing and cannot be installed here; install it (apt-get install nginx)"
-  say "nginx is missing; installing Debian's package"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y nginx >/dev/null \
-    || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y nginx >/dev/null; } \
-    || die "apt-get install nginx failed; the cluster smoke test needs nginx"
+    || die "$cmd is missing and cannot be installed here; install it (apt-get install $package): $why"
+  say "$cmd is missing; installing Debian's package $package"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "$package" >/dev/null \
+    || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y "$package" >/dev/null; } \
+    || die "apt-get install $package failed: $why"
 }
 
 say "cargo fmt --check"
@@ -106,7 +108,9 @@ ensure_postgres
 say "NATS"
 check_nats
 say "nginx"
-ensure_nginx
+ensure_package nginx nginx "the cluster smoke test needs nginx"
+say "nftables"
+ensure_package nft nftables "the chaos lab's partition fault needs nft (crates/parley/tests/it/chaos.rs)"
 
 status=0
 if cargo nextest --version >/dev/null 2>&1; then

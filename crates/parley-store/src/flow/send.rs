@@ -113,9 +113,16 @@ pub(crate) async fn send_in<T: SendTx + Send + 'static>(
     Ok(req.committed(slot.seq, message_id, created_at))
 }
 
-/// The commit of a send already answered under the test break `ack-before-commit`: its failure
-/// is only logged.
+/// How long the commit of a send already answered waits under the test break
+/// `ack-before-commit`: a slow commit (a disk flush, a synchronous replica), which leaves a
+/// window in which a fault (a killed gateway, a terminated connection) loses an acked send.
+/// Without it the window is a few microseconds and a control would need luck to hit it.
+const ACK_BEFORE_COMMIT_DELAY_MS: u64 = 200;
+
+/// The commit of a send already answered under the test break `ack-before-commit`: it waits
+/// [`ACK_BEFORE_COMMIT_DELAY_MS`], and its failure is only logged.
 pub(crate) async fn commit_after_ack(tx: impl WriteTx + Send + 'static) {
+    tokio::time::sleep(std::time::Duration::from_millis(ACK_BEFORE_COMMIT_DELAY_MS)).await;
     if let Err(e) = tx.commit_or_unknown().await {
         tracing::warn!(error = %e, "test break ack-before-commit: an acked send failed to commit");
     }

@@ -107,27 +107,45 @@ async fn a_short_chaos_run_injects_faults_under_load_and_finds_no_anomaly() {
 /// (`phantom`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_catches_gateways_that_ack_before_commit() {
-    let out = out_dir("ack-before-commit");
+    assert_ack_before_commit_caught("pg_terminate_backend", "5").await;
+}
+
+/// The same broken gateways under a second fault: SIGKILL of a gateway, which takes the
+/// commits of the sends it already acked down with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_catches_gateways_that_ack_before_commit_across_gateway_kills() {
+    assert_ack_before_commit_caught("gateway_kill", "7").await;
+}
+
+/// Runs three schedules of `fault` only against gateways that ack before COMMIT, and asserts
+/// that the run fails with acked writes missing from the log or pushes of uncommitted events.
+async fn assert_ack_before_commit_caught(fault: &str, seed: &str) {
+    let out = out_dir(&format!("abc-{seed}"));
     let (status, stderr) = run_chaos(
         &out,
         &[
             "--schedules",
             "3",
             "--seed",
-            "5",
+            seed,
             "--schedule-s",
             "5",
             "--test-breaks",
             "ack-before-commit",
             "--faults",
-            "pg_terminate_backend",
+            fault,
         ],
     )
     .await;
     let summary = read_json(&out.join("summary.json"));
     assert!(!status.success(), "anomalies must fail the run: {stderr}");
-    let harm = summary["anomalies"]["lost_write"].as_u64().unwrap()
-        + summary["anomalies"]["phantom"].as_u64().unwrap();
+    assert!(
+        summary["faults"][fault].as_u64().is_some_and(|n| n > 0),
+        "{summary:#}"
+    );
+    println!("{fault}: {}", summary["anomalies"]);
+    let harm = summary["anomalies"]["lost_write"].as_u64().unwrap_or(0)
+        + summary["anomalies"]["phantom"].as_u64().unwrap_or(0);
     assert!(harm > 0, "{summary:#}");
     std::fs::remove_dir_all(&out).ok();
 }
