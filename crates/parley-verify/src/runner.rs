@@ -78,9 +78,18 @@ async fn run_def(
     timeout: Duration,
 ) -> CheckResult {
     let not_run = |reason: String| result_of(def, Status::NotRun, String::new(), Some(reason));
+    // A check without code says so first, whatever the deployment has: no reason about
+    // gateways or the database may suggest it would run otherwise.
+    let Some(run) = def.run else {
+        return not_run(match def.needs {
+            Needs::TestBuild => NEEDS_TEST_BUILD.into(),
+            Needs::Gateways(n) => format!("{NOT_IMPLEMENTED} (it needs {n} gateways)"),
+            Needs::Database => format!("{NOT_IMPLEMENTED} (it needs --database-url)"),
+            Needs::Api => NOT_IMPLEMENTED.into(),
+        });
+    };
     match def.needs {
         Needs::Database if target.database_url.is_none() => return not_run(NEEDS_DATABASE.into()),
-        Needs::TestBuild => return not_run(NEEDS_TEST_BUILD.into()),
         Needs::Gateways(n) if gateways < n => {
             return not_run(format!(
                 "needs {n} gateways; /v1/admin/gateways lists {gateways}"
@@ -88,9 +97,6 @@ async fn run_def(
         }
         _ => {}
     }
-    let Some(run) = def.run else {
-        return not_run(NOT_IMPLEMENTED.into());
-    };
     let ctx = Ctx::new(target.clone());
     let start = Instant::now();
     let outcome = tokio::time::timeout(timeout, run(&ctx)).await;
