@@ -134,6 +134,10 @@ async fn check_then_insert_in(ctx: &Ctx, s: &mut Scratch) -> Observed {
             )
             .fetch_one(&mut *tx)
             .await?;
+            // Every writer has checked before any inserts: the interleaving the race can
+            // produce, forced, so the control shows the failure on every run rather than when
+            // the scheduler happens to interleave the writers.
+            barrier.wait().await;
             if n == 0 {
                 sqlx::query("INSERT INTO control_events VALUES ('c', 'u', 'm', $1)")
                     .bind(i as i64)
