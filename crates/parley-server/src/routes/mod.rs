@@ -12,6 +12,7 @@ mod metrics;
 mod read;
 mod recall;
 mod server_info;
+mod web;
 
 use axum::Router;
 use utoipa::OpenApi;
@@ -45,6 +46,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(crate::gateway::socket::upgrade))
         .routes(routes!(me::me))
         .routes(routes!(metrics::admin_only))
+        .routes(routes!(web::page))
+        .routes(routes!(web::asset))
 }
 
 /// Every HTTP route, with JSON errors for unknown paths and methods so no answer of the server
