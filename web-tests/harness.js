@@ -58,8 +58,8 @@ export function launch() {
   });
 }
 
-// A fresh context (its own storage) and page; console errors of the page are kept for the
-// test to show when it fails.
+// A fresh context (its own storage) and page; uncaught errors of the page's scripts are kept
+// for the test to assert there were none.
 export async function openPage(browser, viewport = { width: 1100, height: 720 }) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
@@ -70,9 +70,6 @@ export async function openPage(browser, viewport = { width: 1100, height: 720 })
 export function watch(page) {
   page.errors = [];
   page.on("pageerror", (e) => page.errors.push(String(e)));
-  page.on("console", (m) => {
-    if (m.type() === "error") page.errors.push(m.text());
-  });
 }
 
 // Screenshots named <test>-<nn>-<step>.png in ARTIFACTS.
@@ -96,11 +93,7 @@ export async function login(page, userId, password = PASSWORD) {
 }
 
 export async function caughtUp(page) {
-  await page.waitForFunction(
-    () => document.getElementById("conn-status").dataset.state === "caught up",
-    null,
-    { timeout: WAIT_MS },
-  );
+  await eventually("the page to be caught up", async () => (await status(page)) === "caught up");
 }
 
 export async function status(page) {

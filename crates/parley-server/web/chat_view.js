@@ -111,6 +111,10 @@ export function createChatView(app) {
     else top.textContent = tl.loadingOlder ? "Loading older messages…" : "Scroll up for older messages";
     if (mode === "older") timeline.scrollTop += timeline.scrollHeight - before;
     else if (atBottom || mode === "first") timeline.scrollTop = timeline.scrollHeight;
+    // A page too short to scroll cannot be scrolled up: the older page comes by itself.
+    if (tl?.loaded && tl.nextBefore !== null && timeline.scrollHeight <= timeline.clientHeight) {
+      loadOlder();
+    }
     scheduleRead();
   }
 

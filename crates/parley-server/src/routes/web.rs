@@ -153,8 +153,8 @@ pub async fn page(headers: HeaderMap) -> Response {
     tag = "web",
     params(("name" = String, Path, description = "The file, e.g. `app.js`.")),
     responses(
-        (status = 200, description = "The file, with its media type.", body = String,
-            content_type = ["text/javascript", "text/css", "image/svg+xml"]),
+        (status = 200, description = "The file, with its media type.", content(
+            (String = "text/javascript"), (String = "text/css"), (String = "image/svg+xml"))),
         (status = 304, description = "The browser's copy (`If-None-Match`) is current."),
         (status = 404, description = "`NOT_FOUND`: no such file.", body = ErrorBody),
     )
