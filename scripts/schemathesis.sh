@@ -133,7 +133,7 @@ run_store() {
   shift
   start_server "$@"
   seed
-  run_schemathesis "$store-admin" "$ADMIN_TOKEN" --include-tag-regex '^(admin|probes|meta)$'
+  run_schemathesis "$store-admin" "$ADMIN_TOKEN" --include-tag-regex '^(admin|probes|meta|web)$'
   run_schemathesis "$store-device" "$DEVICE_TOKEN" --include-tag conversations
   stop_server
 }
