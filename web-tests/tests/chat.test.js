@@ -60,8 +60,11 @@ describe("the web client", () => {
     await messagesWith(A.page, "Sure, see you there.\nI'll book a table.").waitFor({ timeout: WAIT_MS });
     await send(A.page, "Great!");
     await messagesWith(B.page, "Great!").waitFor({ timeout: WAIT_MS });
-    // Ben had the chat open and visible: his unread count went back to zero.
+    // Both have the chat open and visible: their unread counts are back to zero.
     await eventually("Ben's unread back to 0", async () => (await unreadOf(B.page, conv)) === "0");
+    await eventually("Ana's unread back to 0", async () => (await unreadOf(A.page, conv)) === "0");
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(await unreadOf(B.page, conv), "0");
     const fa = await shot(A.page, "ana-chatting");
     const fb = await shot(B.page, "ben-chatting");
     await sideBySide(browser, [fa, fb], join(ARTIFACTS, "two-users-chatting.png"), CHAT_VIEWPORT);

@@ -240,7 +240,12 @@ app.markRead = async (convId, seq) => {
       ? await app.conn.request({ type: "read", conv_id: convId, seq })
       : await app.api.read(convId, seq);
     const c = app.sync.conversations.get(convId);
-    if (c && ack.read_seq > c.read_seq) c.read_seq = ack.read_seq;
+    if (c && ack.read_seq > c.read_seq) {
+      c.read_seq = ack.read_seq;
+      // Read up to the head: nothing is unread, whatever the next feed answer adds.
+      if (ack.read_seq >= c.head) c.unread = 0;
+      app.listView.render();
+    }
   } catch {
     app.readSent.delete(convId);
   }

@@ -12,7 +12,7 @@ const TYPING_EVERY_MS = 2000;
 // new messages.
 const NEAR_TOP_PX = 80;
 const NEAR_BOTTOM_PX = 60;
-const READ_DEBOUNCE_MS = 150;
+const READ_DEBOUNCE_MS = 60;
 
 export function createChatView(app) {
   const none = $("conv-none");

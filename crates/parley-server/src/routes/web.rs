@@ -151,7 +151,7 @@ pub async fn page(headers: HeaderMap) -> Response {
     get,
     path = "/web/{name}",
     tag = "web",
-    params(("name" = String, Path, description = "The file, e.g. `app.js`.")),
+    params(("name" = String, Path, example = "app.js", description = "The file, e.g. `app.js`.")),
     responses(
         (status = 200, description = "The file, with its media type.", content(
             (String = "text/javascript"), (String = "text/css"), (String = "image/svg+xml"))),
