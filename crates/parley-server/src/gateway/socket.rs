@@ -27,9 +27,7 @@ use tracing::Instrument;
 
 use super::hub::{CloseReason, ConnHandle};
 use super::{frames, origin};
-use crate::auth::{
-    authenticate_device, bearer_from_headers, subprotocol_token, WS_SUBPROTOCOL,
-};
+use crate::auth::{authenticate_device, bearer_from_headers, subprotocol_token, WS_SUBPROTOCOL};
 use crate::error::ApiError;
 use crate::metrics::SendOutcome;
 use crate::request::{frame, FrameRequest};

@@ -159,10 +159,7 @@ pub async fn page(headers: HeaderMap) -> Response {
         (status = 404, description = "`NOT_FOUND`: no such file.", body = ErrorBody),
     )
 )]
-pub async fn asset(
-    name: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-) -> Response {
+pub async fn asset(name: Result<Path<String>, PathRejection>, headers: HeaderMap) -> Response {
     // A name that does not even decode (bad percent-encoding) is no file either.
     let name = name.map(|Path(n)| n).unwrap_or_default();
     match ASSETS.iter().find(|a| a.name == name) {

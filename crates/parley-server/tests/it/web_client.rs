@@ -36,15 +36,36 @@ async fn the_page_is_served_under_a_strict_policy() -> Result<()> {
     ] {
         ensure!(csp.contains(directive), "CSP lacks {directive}: {csp}");
     }
-    ensure!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
-    ensure!(header(&headers, "x-content-type-options") == "nosniff", "{headers:?}");
-    ensure!(header(&headers, "referrer-policy") == "no-referrer", "{headers:?}");
-    ensure!(header(&headers, "cache-control") == "no-cache", "{headers:?}");
+    ensure!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{csp}"
+    );
+    ensure!(
+        header(&headers, "x-content-type-options") == "nosniff",
+        "{headers:?}"
+    );
+    ensure!(
+        header(&headers, "referrer-policy") == "no-referrer",
+        "{headers:?}"
+    );
+    ensure!(
+        header(&headers, "cache-control") == "no-cache",
+        "{headers:?}"
+    );
     let html = page.text().await?;
-    ensure!(html.contains("<script type=\"module\" src=\"/web/app.js\">"), "{html}");
+    ensure!(
+        html.contains("<script type=\"module\" src=\"/web/app.js\">"),
+        "{html}"
+    );
     // No inline script or style: the policy would block them anyway.
-    ensure!(!html.contains("style=\"") && !html.contains("<style"), "inline style");
-    ensure!(!html.contains("onclick") && !html.contains("<script>"), "inline script");
+    ensure!(
+        !html.contains("style=\"") && !html.contains("<style"),
+        "inline style"
+    );
+    ensure!(
+        !html.contains("onclick") && !html.contains("<script>"),
+        "inline script"
+    );
 
     // The ETag revalidates: the same tag answers 304 without a body.
     let etag = header(&headers, ETAG.as_str()).to_owned();
@@ -75,8 +96,14 @@ async fn assets_have_their_media_types_and_unknown_names_are_404() -> Result<()>
             .await?;
         ensure!(answer.status() == 200, "{name}: {}", answer.status());
         let headers = answer.headers();
-        ensure!(header(headers, CONTENT_TYPE.as_str()) == media_type, "{name}: {headers:?}");
-        ensure!(header(headers, "x-content-type-options") == "nosniff", "{name}");
+        ensure!(
+            header(headers, CONTENT_TYPE.as_str()) == media_type,
+            "{name}: {headers:?}"
+        );
+        ensure!(
+            header(headers, "x-content-type-options") == "nosniff",
+            "{name}"
+        );
         ensure!(!header(headers, "etag").is_empty(), "{name} has no ETag");
         ensure!(!answer.text().await?.is_empty(), "{name} is empty");
     }
@@ -110,6 +137,9 @@ async fn the_openapi_document_lists_the_page() -> Result<()> {
     let ws = doc["paths"]["/v1/ws"]["get"]["description"]
         .as_str()
         .unwrap_or_default();
-    ensure!(ws.contains("parley.token."), "the subprotocol is documented: {ws}");
+    ensure!(
+        ws.contains("parley.token."),
+        "the subprotocol is documented: {ws}"
+    );
     Ok(())
 }

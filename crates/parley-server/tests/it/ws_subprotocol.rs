@@ -50,8 +50,10 @@ async fn a_subprotocol_token_opens_the_socket_and_parley_is_selected() -> Result
         .get("sec-websocket-protocol")
         .and_then(|v| v.to_str().ok());
     ensure!(selected == Some("parley"), "selected {selected:?}");
-    ws.send(Message::Text(json!({"type": "ping", "req_id": 1}).to_string().into()))
-        .await?;
+    ws.send(Message::Text(
+        json!({"type": "ping", "req_id": 1}).to_string().into(),
+    ))
+    .await?;
     let reply = tokio::time::timeout(WAIT, ws.next()).await?;
     ensure!(
         matches!(reply, Some(Ok(Message::Text(ref t))) if t.as_str().contains("pong")),
