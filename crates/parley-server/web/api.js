@@ -11,6 +11,7 @@ export class ApiError extends Error {
 }
 
 const enc = encodeURIComponent;
+export const PRESENCE_USERS_MAX = 100;
 
 export function createApi({ token, onUnauthenticated }) {
   async function call(method, path, body) {
@@ -70,11 +71,8 @@ export function createApi({ token, onUnauthenticated }) {
     addMember: (id, user_id) => call("POST", conv(id) + "/members", { user_id }),
     removeMember: (id, user_id) => call("DELETE", conv(id) + "/members/" + enc(user_id)),
     setRole: (id, user_id, role) => call("PUT", conv(id) + "/members/" + enc(user_id), { role }),
-    presence: (users) => {
-      const q = new URLSearchParams();
-      for (const u of users) q.append("user_id", u);
-      return call("GET", "/v1/presence?" + q.toString());
-    },
+    // At most PRESENCE_USERS_MAX ids per call (the caller splits longer lists).
+    presence: (users) => call("GET", "/v1/presence?users=" + users.map(enc).join(",")),
   };
 }
 

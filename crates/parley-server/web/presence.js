@@ -1,6 +1,8 @@
 // Ephemeral state from the server: who is typing where (expiring after the frame's
 // expires_ms) and who is online (GET /v1/presence, then `presence` frames).
 
+import { PRESENCE_USERS_MAX } from "./api.js";
+
 const TYPING_DEFAULT_MS = 5000;
 
 export class Presence {
@@ -42,11 +44,13 @@ export class Presence {
   async fetch(userIds) {
     const ids = [...new Set(userIds)].filter(Boolean);
     if (ids.length === 0) return;
-    try {
-      const answer = await this.api.presence(ids);
-      for (const p of answer.presence ?? []) this.onPresence(p);
-    } catch {
-      // unknown stays unknown
+    for (let i = 0; i < ids.length; i += PRESENCE_USERS_MAX) {
+      try {
+        const answer = await this.api.presence(ids.slice(i, i + PRESENCE_USERS_MAX));
+        for (const p of answer.presence ?? []) this.onPresence(p);
+      } catch {
+        // unknown stays unknown
+      }
     }
   }
 
