@@ -69,9 +69,18 @@ export function createMembersPanel(app) {
     );
   }
 
+  // Drawn again only when a member, a role or a presence changed, so a role being chosen in a
+  // select is not reset by an unrelated refresh.
+  let drawn = null;
   function render() {
     const c = app.sync.conversations.get(convId());
-    list.replaceChildren(...(c?.members ?? []).map(row));
+    const members = c?.members ?? [];
+    const signature = JSON.stringify(
+      members.map((m) => [m.user_id, m.role, app.presence.status(m.user_id)]),
+    );
+    if (signature === drawn) return;
+    drawn = signature;
+    list.replaceChildren(...members.map(row));
   }
 
   async function load() {
@@ -88,6 +97,7 @@ export function createMembersPanel(app) {
     toggle.setAttribute("aria-expanded", String(open));
     if (open) {
       showError(error, null);
+      drawn = null;
       render();
       load().catch((e) => showError(error, app.describeError(e)));
     }
