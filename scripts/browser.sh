@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-readonly CHROMIUM=/usr/bin/chromium
+readonly CHROMIUM_BIN=/usr/bin/chromium
 # A server must answer /readyz within this time of its start.
 readonly READY_WAIT_S=60
 # The server gets this long after SIGTERM before SIGKILL.
@@ -33,7 +33,7 @@ done
 
 started_s=$SECONDS
 ensure_package chromium chromium "the browser tests drive Debian's Chromium"
-[[ -x "$CHROMIUM" ]] || die "$CHROMIUM is missing after installing chromium"
+[[ -x "$CHROMIUM_BIN" ]] || die "$CHROMIUM_BIN is missing after installing chromium"
 require_cmd node "apt-get install nodejs"
 require_cmd npm "apt-get install npm"
 require_cmd curl "apt-get install curl"
@@ -72,15 +72,15 @@ RUST_LOG="${RUST_LOG:-info,parley_server=debug,tower_http=debug}" \
 SERVER_PID=$!
 wait_for "$READY_WAIT_S" "parley serve on port ${PORT}" ready "$PORT"
 
-rm -rf "$OUT"
 mkdir -p "$OUT"
+rm -f "$OUT"/*.png "$OUT/serve.log"
 OUT_ABS="$(cd "$OUT" && pwd)"
 say "browser tests against http://127.0.0.1:${PORT}/ (screenshots in $OUT)"
 status=0
 (
   cd web-tests
   PARLEY_URL="http://127.0.0.1:${PORT}" PARLEY_ADMIN_TOKEN="$ADMIN_TOKEN" \
-    BROWSER_ARTIFACTS="$OUT_ABS" CHROMIUM="$CHROMIUM" \
+    BROWSER_ARTIFACTS="$OUT_ABS" CHROMIUM="$CHROMIUM_BIN" \
     node --test --test-concurrency=1 --test-reporter=spec tests/
 ) || status=$?
 cp "$WORK/serve.log" "$OUT/serve.log" 2>/dev/null || true
