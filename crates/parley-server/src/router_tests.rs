@@ -86,6 +86,21 @@ impl Store for FakeStore {
             display_name: display_name.map(str::to_owned),
         })
     }
+    async fn create_user_with_password(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+        _: &str,
+    ) -> Result<User, StoreError> {
+        self.create_user(user_id, display_name).await
+    }
+    async fn set_password_hash(&self, _: &UserId, _: &str) -> Result<(), StoreError> {
+        self.touch();
+        Ok(())
+    }
+    async fn password_hash(&self, _: &UserId) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
     async fn issue_device_token(
         &self,
         _: &UserId,
