@@ -376,3 +376,32 @@ async fn check_password_changes(store: StoreKind) -> Result<()> {
     ensure!(r.status == 403, "device on admin: {} {}", r.status, r.text);
     Ok(())
 }
+
+test_on_both_stores!(check_sdk_login_and_logout);
+async fn check_sdk_login_and_logout(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
+    let admin = server.admin();
+    create_with_password(&admin, "u-ana", PASSWORD).await?;
+    let (client, issued) =
+        parley_client::Client::login(server.base_url(), "u-ana", PASSWORD, Some("laptop")).await?;
+    ensure!(issued.device_id == "laptop", "{issued:?}");
+    let me = client.whoami().await?;
+    ensure!(me.user_id == "u-ana" && me.device_id == "laptop", "{me:?}");
+    client.logout().await?;
+    ensure!(
+        me_status(&admin, &issued.token).await? == 401,
+        "logout left the token"
+    );
+    let wrong =
+        parley_client::Client::login(server.base_url(), "u-ana", "wrong password", None).await;
+    ensure!(
+        wrong
+            .as_ref()
+            .err()
+            .and_then(|e| e.code())
+            .is_some_and(|c| c == code::UNAUTHENTICATED),
+        "wrong password: {:?}",
+        wrong.err()
+    );
+    Ok(())
+}
