@@ -12,7 +12,7 @@ use parley_bus::nats::NatsBus;
 use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
-use parley_server::config::{generated_gateway_id, ConnectionLimits};
+use parley_server::config::{generated_gateway_id, ConnectionLimits, LoginLimits};
 use parley_server::gateway::origin::check_allow_list;
 use parley_server::listener::open_files;
 use parley_server::{AppState, ServerConfig};
@@ -314,6 +314,12 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
         rate_limit_per_s: args.rate_limit_per_s.unwrap_or(0),
         ws_allowed_origins: args.ws_allowed_origins.clone(),
         connections,
+        open_registration: args.open_registration,
+        login: LoginLimits {
+            failures_per_user_max: args.login_failures_per_user_max,
+            failures_per_address_max: args.login_failures_per_address_max,
+            failure_window_ms: args.login_failure_window_ms,
+        },
         ..ServerConfig::default()
     })
 }

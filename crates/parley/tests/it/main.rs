@@ -8,4 +8,5 @@ mod chaos;
 mod conn_hardening;
 mod observability;
 mod restart_safety;
+mod user_cli;
 mod verify_process;
