@@ -7,6 +7,7 @@
 //! production store, and keeps its own data directory by default (`./parley-demo`).
 
 use anyhow::Context;
+use parley_domain::Rejection;
 use parley_domain::{Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, UserId};
 use parley_store::{NewConversation, SendRequest, Store, StoreError};
 
@@ -86,15 +87,15 @@ pub async fn seed(
     let mut users = Vec::with_capacity(DEMO_LOGINS.len());
     for login in &DEMO_LOGINS {
         let user_id = UserId::parse(login.user_id).context("demo user id")?;
-        match store.create_user(&user_id, Some(login.display_name)).await {
-            Ok(_) | Err(StoreError::AlreadyExists) => {}
+        let hash = hash_password(login.password)?;
+        // A user that exists keeps its password: someone may have changed it since.
+        match store
+            .create_user_with_password(&user_id, Some(login.display_name), &hash)
+            .await
+        {
+            Ok(_) | Err(StoreError::Rejected(Rejection::AlreadyExists(_))) => {}
             Err(e) => return Err(e).context("cannot create a demo user"),
         }
-        let hash = hash_password(login.password)?;
-        store
-            .set_password_hash(&user_id, &hash)
-            .await
-            .context("cannot set a demo password")?;
         users.push(user_id);
     }
     let [ana, ben, cai] = [users[0].clone(), users[1].clone(), users[2].clone()];
@@ -114,7 +115,7 @@ pub async fn seed(
         })
         .await;
     match created {
-        Ok(_) | Err(StoreError::AlreadyExists) => {}
+        Ok(_) | Err(StoreError::Rejected(Rejection::AlreadyExists(_))) => {}
         Err(e) => return Err(e).context("cannot create the demo group"),
     }
     let direct = store
@@ -160,7 +161,10 @@ pub async fn seed(
 pub fn banner(url: &str) -> String {
     let mut text = format!("\nParley demo: open {url} and log in as\n");
     for login in &DEMO_LOGINS {
-        text.push_str(&format!("  {:<4} password {}\n", login.user_id, login.password));
+        text.push_str(&format!(
+            "  {:<4} password {}\n",
+            login.user_id, login.password
+        ));
     }
     text.push_str("(two browser windows, or one private window, to chat as two users)\n");
     text

@@ -71,7 +71,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.demo {
         demo::seed(
             store.as_ref(),
-            |password| Ok(parley_server::password::hash(password)?),
+            |password| {
+                Ok(parley_server::accounts::password::hash_blocking(
+                    password.as_bytes(),
+                )?)
+            },
             args.pull_threshold,
             args.recall_window_ms,
         )
