@@ -2,7 +2,7 @@
 //! the environment variable `PARLEY_<NAME>` (SPEC §6, configuration).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parley_domain::limits::{
@@ -14,6 +14,8 @@ use parley_domain::limits::{
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 /// Default directory of the embedded store.
 pub const DATA_DIR_DEFAULT: &str = "./parley-data";
+/// The data directory of `serve --demo` when none is given, apart from a real one.
+pub const DEMO_DATA_DIR_DEFAULT: &str = "./parley-demo";
 /// Default number of PostgreSQL connections of one server process.
 pub const POOL_SIZE_DEFAULT: u32 = 16;
 pub use parley_server::accounts::throttle::{
@@ -212,6 +214,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_NO_MIGRATE")]
     pub no_migrate: bool,
 
+    /// Seeds demo users with passwords (printed), a group and a direct chat on the embedded
+    /// store, whose data directory is then ./parley-demo unless --data-dir names another.
+    #[arg(long, env = "PARLEY_DEMO", conflicts_with = "database_url")]
+    pub demo: bool,
+
     /// Most PostgreSQL connections this process opens.
     #[arg(long, env = "PARLEY_POOL_SIZE", default_value_t = POOL_SIZE_DEFAULT)]
     pub pool_size: u32,
@@ -278,6 +285,18 @@ pub struct ServeArgs {
     /// token.
     #[arg(long, env = "PARLEY_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+}
+
+impl ServeArgs {
+    /// The data directory in effect: with --demo and no --data-dir, the demo's own, so that
+    /// demo users with printed passwords never land in the store of a real server.
+    pub fn store_dir(&self) -> PathBuf {
+        if self.demo && self.data_dir == Path::new(DATA_DIR_DEFAULT) {
+            PathBuf::from(DEMO_DATA_DIR_DEFAULT)
+        } else {
+            self.data_dir.clone()
+        }
+    }
 }
 
 #[derive(Args)]

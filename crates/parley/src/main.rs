@@ -3,6 +3,7 @@
 
 mod cli;
 mod data_dir;
+mod demo;
 mod migrate;
 mod serve;
 mod shutdown;
