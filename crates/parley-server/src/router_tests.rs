@@ -14,8 +14,8 @@ use parley_domain::{
 use parley_store::token::hash_token;
 use parley_store::{
     ConversationFeed, CreatedConversation, DeviceIdentity, EventsQuery, MemberSnapshot,
-    MembershipChange, NewConversation, PurgeReport, RecallOutcome, Route, SendOutcome, SendRequest,
-    Store, StoreError, User,
+    MembershipChange, NewConversation, PurgeReport, RecallOutcome, Route, Seen, SendOutcome,
+    SendRequest, Store, StoreError, TypingTargets, User, UserPresence,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -223,6 +223,9 @@ impl Store for FakeStore {
     async fn reap_routes(&self, _: u32) -> Result<u64, StoreError> {
         Ok(0)
     }
+    async fn reap_route_users(&self, _: u32) -> Result<Vec<UserId>, StoreError> {
+        Ok(Vec::new())
+    }
 
     async fn gateway_leases(&self) -> Result<Vec<parley_store::GatewayLease>, StoreError> {
         self.touch();
@@ -258,6 +261,31 @@ impl Store for FakeStore {
     ) -> Result<Vec<Event>, StoreError> {
         self.touch();
         Err(refused())
+    }
+    async fn user_routes(&self, _: &UserId) -> Result<i64, StoreError> {
+        self.touch();
+        Ok(0)
+    }
+    async fn mark_seen(&self, _: &UserId) -> Result<Option<Seen>, StoreError> {
+        self.touch();
+        Ok(None)
+    }
+    async fn presence_peers(&self, _: &UserId, _: u32) -> Result<Vec<UserId>, StoreError> {
+        self.touch();
+        Ok(Vec::new())
+    }
+    async fn typing_targets(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: u32,
+    ) -> Result<Option<TypingTargets>, StoreError> {
+        self.touch();
+        Ok(None)
+    }
+    async fn presence_of(&self, _: &UserId, _: &[UserId]) -> Result<Vec<UserPresence>, StoreError> {
+        self.touch();
+        Ok(Vec::new())
     }
 }
 

@@ -15,6 +15,7 @@ mod flow;
 mod fuzz_tests;
 mod observer;
 mod page;
+mod presence;
 pub mod pg;
 mod query;
 mod read;
