@@ -13,8 +13,8 @@ use crate::raw::RawRequest;
 use crate::request::{NewConversation, ReadBody, RoleBody, SendBody, UserRef};
 use crate::retry::RetryPolicy;
 use crate::types::{
-    Conversation, ConversationList, EventsPage, Identity, MembershipSeq, ReadAck, RecallAck, Role,
-    RoleChange, SendAck, PresenceList, UserPresence,
+    Conversation, ConversationList, EventsPage, Identity, MembershipSeq, PresenceList, ReadAck,
+    RecallAck, Role, RoleChange, SendAck, UserPresence,
 };
 
 const CONVERSATIONS: &str = "conversations";
@@ -116,7 +116,10 @@ impl Client {
     pub async fn presence(&self, users: &[&str]) -> Result<Vec<UserPresence>, ClientError> {
         let mut url = self.http.url(&["v1", "presence"])?;
         url.query_pairs_mut().append_pair("users", &users.join(","));
-        let list: PresenceList = self.http.json(self.http.authorised(Method::GET, url)).await?;
+        let list: PresenceList = self
+            .http
+            .json(self.http.authorised(Method::GET, url))
+            .await?;
         Ok(list.presence)
     }
 

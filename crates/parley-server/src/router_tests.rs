@@ -614,7 +614,7 @@ async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_lo
 }
 
 /// Every operation the server serves, as (method, path template): SPEC §6's endpoints, the
-/// probes, `/v1/me`, the WebSocket upgrade and the document itself. A route added to the router
+/// probes, `/v1/me`, `/v1/presence`, the WebSocket upgrade and the document itself. A route added to the router
 /// belongs here too; one missing from the document fails the test below.
 const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/healthz"),
@@ -637,6 +637,7 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("post", "/v1/conversations/{conv_id}/read"),
     ("get", "/v1/ws"),
     ("get", "/v1/me"),
+    ("get", "/v1/presence"),
     ("get", "/metrics"),
 ];
 

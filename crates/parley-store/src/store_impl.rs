@@ -8,9 +8,9 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::{admin, create, join, leave, read_mark, recall, retention, role, route};
+use crate::presence::{self, Presence};
 use crate::store::Store;
 use crate::types::*;
-use crate::presence::{self, Presence};
 use crate::{read, views};
 
 #[async_trait]

@@ -193,7 +193,8 @@ impl PresenceQueue {
 
     /// Starts the workers; they stop when `stop` is cancelled. A second call starts nothing.
     pub fn start(&self, store: Arc<dyn Store>, bus: Arc<dyn EventBus>, stop: CancellationToken) {
-        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        let pending =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
         for rx in pending {
             tokio::spawn(run_worker(rx, store.clone(), bus.clone(), stop.clone()));
         }

@@ -40,10 +40,7 @@ pub async fn list(
     pairs: QueryPairs,
 ) -> Result<Json<PresenceList>, ApiError> {
     let users = query::presence_users(&pairs.into_inner()?)?;
-    let found = state
-        .store()
-        .presence_of(&identity.user_id, &users)
-        .await?;
+    let found = state.store().presence_of(&identity.user_id, &users).await?;
     Ok(Json(PresenceList {
         presence: found
             .into_iter()

@@ -43,7 +43,8 @@ async fn none_of(ws: &mut Ws, kind: &str, who: &str) -> Result<()> {
             Some(f) => ensure!(f["type"] != kind, "{who} got {f}"),
         }
     }
-    ws.send(json!({"type": "ping", "req_id": "barrier"})).await?;
+    ws.send(json!({"type": "ping", "req_id": "barrier"}))
+        .await?;
     loop {
         let Some(f) = ws.next_json(WAIT).await? else {
             anyhow::bail!("{who}: no pong")
@@ -195,7 +196,10 @@ async fn typing_of_a_non_member_or_in_a_missing_conversation_is_not_member_alike
     // Without a req_id the refusal names none.
     cai.send(typing("c-1")).await?;
     let bare = cai.next_of("error", WAIT).await?;
-    ensure!(bare["req_id"].is_null() && bare["code"] == "NOT_MEMBER", "{bare}");
+    ensure!(
+        bare["req_id"].is_null() && bare["code"] == "NOT_MEMBER",
+        "{bare}"
+    );
     none_of(&mut ana, "typing", "ana").await?;
     none_of(&mut ben, "typing", "ben").await?;
 
@@ -298,7 +302,10 @@ async fn get_presence_shows_last_seen_and_hides_strangers_and_unknown_users_alik
     let ana = loop {
         let seen = c.ben.presence(&["u-ana"]).await?;
         // The route goes first, then `last_seen` is written.
-        if let Some(p) = seen.into_iter().find(|p| !p.online && p.last_seen.is_some()) {
+        if let Some(p) = seen
+            .into_iter()
+            .find(|p| !p.online && p.last_seen.is_some())
+        {
             break p;
         }
         ensure!(tokio::time::Instant::now() < deadline, "ana not seen going");
@@ -398,7 +405,10 @@ async fn typing_and_presence_cross_gateways(bus: GatewayBus) -> Result<()> {
     );
     none_of(&mut cai_ws, "presence", "a stranger on B").await?;
     none_of(&mut cai_ws, "typing", "a stranger on B").await?;
-    let seen = ben.with_base_url(b.base_url())?.presence(&[&ana_id]).await?;
+    let seen = ben
+        .with_base_url(b.base_url())?
+        .presence(&[&ana_id])
+        .await?;
     ensure!(
         seen.len() == 1 && !seen[0].online && seen[0].last_seen.is_some(),
         "{seen:?}"
