@@ -256,6 +256,24 @@ async fn presence_reaches_co_members_and_not_strangers(store: StoreKind) -> Resu
     );
     none_of(&mut cai, "presence", "a stranger, for ana's connect").await?;
 
+    // A second device is no arrival, and its leaving is no departure while the first stays.
+    let ana_id = parley_domain::UserId::parse("u-ana").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let laptop = online(url, c.ana_laptop.token()).await?;
+    drop(laptop);
+    // The laptop's release and `last_seen` are written off its connection's path: wait until
+    // the store has them, then check that nobody was told.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while c.server.store().user_routes(&ana_id).await? != 1
+        || c.ben.presence(&["u-ana"]).await?.first().map(|p| p.online) != Some(true)
+    {
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the laptop's route stays"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    none_of(&mut ben, "presence", "ben, for ana's second device").await?;
+
     drop(ana);
     let f = presence_of(&mut ben, "u-ana").await?;
     ensure!(f["online"] == false, "offline frame {f}");
