@@ -26,7 +26,7 @@ const TYPING_INTERVAL: Duration = Duration::from_millis(1_000);
 
 /// Connects and waits for the answer to a ping, so the connection's route is claimed.
 async fn online(base_url: &str, token: &str) -> Result<Ws> {
-    let mut ws = Ws::connect(base_url, token).await?;
+    let mut ws = Ws::connect(base_url, token).await?.with_presence();
     ws.send(json!({"type": "ping", "req_id": "hello"})).await?;
     ws.next_of("pong", WAIT).await?;
     Ok(ws)
