@@ -85,7 +85,7 @@ pub async fn presence_follows_routes_and_conversations(store: &dyn Store) -> Res
     disconnect(store, &ana, "d2").await?;
     let last = store.mark_seen(&ana).await?;
     ensure!(last.is_some_and(|s| s.routes_left == 0), "{last:?}");
-    let seen = store.presence_of(&ben, &[ana.clone()]).await?;
+    let seen = store.presence_of(&ben, std::slice::from_ref(&ana)).await?;
     ensure!(
         seen.len() == 1 && !seen[0].online && seen[0].last_seen == last.map(|s| s.last_seen),
         "{seen:?} / {last:?}"
