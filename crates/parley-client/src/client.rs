@@ -10,11 +10,11 @@ use url::Url;
 use crate::error::ClientError;
 use crate::http::{ClientOptions, Http};
 use crate::raw::RawRequest;
-use crate::request::{NewConversation, ReadBody, RoleBody, SendBody, UserRef};
+use crate::request::{Login, NewConversation, ReadBody, RoleBody, SendBody, UserRef};
 use crate::retry::RetryPolicy;
 use crate::types::{
-    Conversation, ConversationList, EventsPage, Identity, MembershipSeq, PresenceList, ReadAck,
-    RecallAck, Role, RoleChange, SendAck, UserPresence,
+    Conversation, ConversationList, DeviceToken, EventsPage, Identity, MembershipSeq, PresenceList,
+    ReadAck, RecallAck, Role, RoleChange, SendAck, UserPresence,
 };
 
 const CONVERSATIONS: &str = "conversations";
@@ -96,6 +96,33 @@ impl Client {
 
     pub fn retry_policy(&self) -> RetryPolicy {
         self.retry
+    }
+
+    /// Logs in with a password (`POST /v1/auth/login`) and answers a client for the new device
+    /// token, and the token itself, which the server shows only this once. Without
+    /// `device_id` the server names a fresh device. A wrong password and an unknown user are
+    /// both `401 UNAUTHENTICATED`; too many failures are `429 RATE_LIMITED`.
+    pub async fn login(
+        base_url: &str,
+        user_id: &str,
+        password: &str,
+        device_id: Option<&str>,
+    ) -> Result<(Self, DeviceToken), ClientError> {
+        let http = Http::new(base_url, "", &ClientOptions::default())?;
+        let url = http.url(&["v1", "auth", "login"])?;
+        let request = http.bare(Method::POST, url).json(&Login {
+            user_id,
+            password,
+            device_id,
+        });
+        let issued: DeviceToken = http.json(request).await?;
+        Ok((Self::from_http(http.with_token(&issued.token)), issued))
+    }
+
+    /// Revokes this client's own token (`POST /v1/auth/logout`); later calls answer 401.
+    pub async fn logout(&self) -> Result<(), ClientError> {
+        let url = self.http.url(&["v1", "auth", "logout"])?;
+        self.http.ok(self.http.authorised(Method::POST, url)).await
     }
 
     /// The user and device this client's token belongs to (`GET /v1/me`). Asked once; later

@@ -115,6 +115,15 @@ pub(crate) struct NewUser<'a> {
     pub display_name: Option<&'a str>,
 }
 
+/// Not `Debug`: it holds a password.
+#[derive(Serialize)]
+pub(crate) struct Login<'a> {
+    pub user_id: &'a str,
+    pub password: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<&'a str>,
+}
+
 #[derive(Serialize)]
 pub(crate) struct NewDevice<'a> {
     pub device_id: &'a str,

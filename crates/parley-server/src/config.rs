@@ -5,6 +5,8 @@ use std::fmt;
 use parley_domain::limits::{PULL_THRESHOLD_DEFAULT, RECALL_WINDOW_MS_DEFAULT};
 use parley_domain::Limits;
 
+pub use crate::accounts::LoginLimits;
+
 /// What a deployment decides: request limits, the admin secret and the defaults that new
 /// conversations take when the create request leaves them out.
 #[derive(Clone)]
@@ -45,6 +47,12 @@ pub struct ServerConfig {
     pub rate_limit_per_s: u32,
     /// Time limits and caps of client connections.
     pub connections: ConnectionLimits,
+
+    // Accounts.
+    /// Whether anyone may create an account (`POST /v1/auth/register`); off by default.
+    pub open_registration: bool,
+    /// The throttle of failed password checks (`accounts::throttle`).
+    pub login: LoginLimits,
 }
 
 /// How long a client connection may take at each stage, and how many may be open. Each limit
@@ -146,6 +154,8 @@ impl Default for ServerConfig {
             hint_interval_ms: HINT_INTERVAL_MS_DEFAULT,
             rate_limit_per_s: 0,
             connections: ConnectionLimits::default(),
+            open_registration: false,
+            login: LoginLimits::default(),
         }
     }
 }
@@ -169,6 +179,8 @@ impl fmt::Debug for ServerConfig {
             .field("hint_interval_ms", &self.hint_interval_ms)
             .field("rate_limit_per_s", &self.rate_limit_per_s)
             .field("connections", &self.connections)
+            .field("open_registration", &self.open_registration)
+            .field("login", &self.login)
             .finish()
     }
 }

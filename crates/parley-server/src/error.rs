@@ -28,6 +28,10 @@ pub enum ApiError {
     RequestTooLarge { max: usize },
     #[error("missing, unknown or revoked token")]
     Unauthenticated,
+    /// A login refused: an unknown user, a wrong password and a user without a password are
+    /// one answer, so the answer does not tell which user ids exist.
+    #[error("unknown user or wrong password")]
+    BadCredentials,
     /// Never a member, or no such conversation (P10): one answer for both.
     #[error("not a member of this conversation")]
     NotMember,
@@ -76,7 +80,7 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             Self::BodyTooLarge { .. } => ErrorCode::BodyTooLarge,
             Self::RequestTooLarge { .. } => ErrorCode::RequestTooLarge,
-            Self::Unauthenticated => ErrorCode::Unauthenticated,
+            Self::Unauthenticated | Self::BadCredentials => ErrorCode::Unauthenticated,
             Self::NotMember => ErrorCode::NotMember,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::Forbidden(_) => ErrorCode::Forbidden,
@@ -196,6 +200,7 @@ mod tests {
                 413,
             ),
             (ApiError::Unauthenticated, "UNAUTHENTICATED", 401),
+            (ApiError::BadCredentials, "UNAUTHENTICATED", 401),
             (ApiError::NotMember, "NOT_MEMBER", 404),
             (ApiError::NotFound("user".into()), "NOT_FOUND", 404),
             (ApiError::Forbidden("role".into()), "FORBIDDEN", 403),

@@ -6,6 +6,7 @@
 //! (403) and conflicts (409). A request refused at the edge never reaches the store, so it
 //! writes nothing.
 
+pub mod accounts;
 pub mod auth;
 pub mod body;
 pub mod config;

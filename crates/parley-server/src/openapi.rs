@@ -29,6 +29,8 @@ pub const ADMIN_TOKEN_SCHEME: &str = "admin_token";
     tags(
         (name = "probes", description = "Liveness and readiness, without a token."),
         (name = "admin", description = "Users and device tokens, with the admin token."),
+        (name = "accounts", description = "Login with a password, logout, registration and \
+            password changes."),
         (name = "conversations", description = "Conversations, members, messages and reads, \
             with a device token."),
         (name = "realtime", description = "The WebSocket gateway."),

@@ -86,6 +86,21 @@ impl Store for FakeStore {
             display_name: display_name.map(str::to_owned),
         })
     }
+    async fn create_user_with_password(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+        _: &str,
+    ) -> Result<User, StoreError> {
+        self.create_user(user_id, display_name).await
+    }
+    async fn set_password_hash(&self, _: &UserId, _: &str) -> Result<(), StoreError> {
+        self.touch();
+        Ok(())
+    }
+    async fn password_hash(&self, _: &UserId) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
     async fn issue_device_token(
         &self,
         _: &UserId,
@@ -614,7 +629,7 @@ async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_lo
 }
 
 /// Every operation the server serves, as (method, path template): SPEC §6's endpoints, the
-/// probes, `/v1/me`, `/v1/presence`, the WebSocket upgrade and the document itself. A route added to the router
+/// probes, `/v1/me`, `/v1/presence`, the account endpoints, the WebSocket upgrade and the document itself. A route added to the router
 /// belongs here too; one missing from the document fails the test below.
 const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/healthz"),
@@ -623,6 +638,11 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("post", "/v1/admin/users"),
     ("post", "/v1/admin/users/{user_id}/devices"),
     ("delete", "/v1/admin/users/{user_id}/devices/{device_id}"),
+    ("put", "/v1/admin/users/{user_id}/password"),
+    ("post", "/v1/auth/login"),
+    ("post", "/v1/auth/logout"),
+    ("post", "/v1/auth/register"),
+    ("put", "/v1/auth/password"),
     ("get", "/v1/admin/gateways"),
     ("get", "/v1/admin/server"),
     ("post", "/v1/conversations"),

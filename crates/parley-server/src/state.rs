@@ -8,6 +8,8 @@ use parley_bus::EventBus;
 use parley_store::token::hash_token;
 use parley_store::Store;
 
+use crate::accounts::hasher::PASSWORD_HASHES_IN_FLIGHT_MAX;
+use crate::accounts::{Hasher, LoginThrottle};
 use crate::config::{ServerConfig, HINT_INTERVAL_MS_MAX};
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
@@ -25,6 +27,8 @@ pub struct AppState {
     gateway: Arc<Gateway>,
     rate_limiter: Arc<RateLimiter>,
     metrics: Arc<Metrics>,
+    hasher: Arc<Hasher>,
+    login_throttle: Arc<LoginThrottle>,
 }
 
 impl AppState {
@@ -45,7 +49,17 @@ impl AppState {
             metrics.clone(),
         ));
         let rate_limiter = Arc::new(RateLimiter::new(config.rate_limit_per_s).counted(&metrics));
+        let hasher = Arc::new(Hasher::new(
+            PASSWORD_HASHES_IN_FLIGHT_MAX,
+            metrics.password_verifications.clone(),
+        ));
+        let login_throttle = Arc::new(LoginThrottle::new(
+            &config.login,
+            metrics.rate_limited("login"),
+        ));
         Self {
+            hasher,
+            login_throttle,
             metrics,
             gateway,
             rate_limiter,
@@ -80,6 +94,16 @@ impl AppState {
     /// This server's metrics (`GET /metrics`).
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// The bounded pool that runs argon2.
+    pub fn hasher(&self) -> &Hasher {
+        &self.hasher
+    }
+
+    /// The throttle of failed password checks.
+    pub fn login_throttle(&self) -> &LoginThrottle {
+        &self.login_throttle
     }
 
     pub(crate) fn admin_token_hash(&self) -> Option<&str> {

@@ -70,6 +70,11 @@ pub(crate) trait Backend:
         async move { sql::device_of_token(&mut *self.connection().await?, token_hash).await }
     }
 
+    /// The user's password hash; `None` for an unknown user or one without a password.
+    fn password_hash_of(&self, user_id: &UserId) -> impl StoreFuture<Option<String>> {
+        async move { sql::password_hash_of(&mut *self.connection().await?, user_id).await }
+    }
+
     /// Events of one seq range by primary key, ascending, at most `limit`, outside a
     /// transaction (a gateway's catch-up, filtered by the gateway).
     fn read_range(

@@ -337,3 +337,19 @@ pub(crate) async fn device_of_token(
         .await?;
     found.as_ref().map(rows::device_identity).transpose()
 }
+
+const PASSWORD_HASH_SQL: &str = "SELECT password_hash FROM users WHERE user_id = $1";
+
+/// The user's password hash; `None` for an unknown user and for a user without a password.
+pub(crate) async fn password_hash_of(
+    tx: &mut impl Sql,
+    user_id: &UserId,
+) -> Result<Option<String>, StoreError> {
+    let found = tx
+        .fetch_optional(PASSWORD_HASH_SQL, &[Arg::Text(user_id.as_str())])
+        .await?;
+    match found {
+        Some(row) => row.opt_string("password_hash"),
+        None => Ok(None),
+    }
+}

@@ -41,6 +41,23 @@ pub trait Store: Send + Sync + 'static {
         device_id: &DeviceId,
         token_hash: &str,
     ) -> Result<(), StoreError>;
+    /// Creates a user with the hash of a password (a PHC string the store does not read);
+    /// `AlreadyExists` when the id is taken.
+    async fn create_user_with_password(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+        password_hash: &str,
+    ) -> Result<User, StoreError>;
+    /// Replaces the user's password hash. `NotFound` when the user does not exist.
+    async fn set_password_hash(
+        &self,
+        user_id: &UserId,
+        password_hash: &str,
+    ) -> Result<(), StoreError>;
+    /// The user's password hash; `None` both for an unknown user and for a user without a
+    /// password, which the login answers alike.
+    async fn password_hash(&self, user_id: &UserId) -> Result<Option<String>, StoreError>;
     /// Revokes the device's token. `NotFound` when there is no such device.
     async fn revoke_device(&self, user_id: &UserId, device_id: &DeviceId)
         -> Result<(), StoreError>;

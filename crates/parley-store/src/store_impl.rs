@@ -36,7 +36,28 @@ impl<B: Backend> Store for B {
         user_id: &UserId,
         display_name: Option<&str>,
     ) -> Result<User, StoreError> {
-        admin::create_user(self, user_id, display_name).await
+        admin::create_user(self, user_id, display_name, None).await
+    }
+
+    async fn create_user_with_password(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+        password_hash: &str,
+    ) -> Result<User, StoreError> {
+        admin::create_user(self, user_id, display_name, Some(password_hash)).await
+    }
+
+    async fn set_password_hash(
+        &self,
+        user_id: &UserId,
+        password_hash: &str,
+    ) -> Result<(), StoreError> {
+        admin::set_password_hash(self, user_id, password_hash).await
+    }
+
+    async fn password_hash(&self, user_id: &UserId) -> Result<Option<String>, StoreError> {
+        self.password_hash_of(user_id).await
     }
 
     async fn issue_device_token(

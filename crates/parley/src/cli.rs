@@ -2,7 +2,7 @@
 //! the environment variable `PARLEY_<NAME>` (SPEC §6, configuration).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parley_domain::limits::{
@@ -14,8 +14,14 @@ use parley_domain::limits::{
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8080";
 /// Default directory of the embedded store.
 pub const DATA_DIR_DEFAULT: &str = "./parley-data";
+/// The data directory of `serve --demo` when none is given, apart from a real one.
+pub const DEMO_DATA_DIR_DEFAULT: &str = "./parley-demo";
 /// Default number of PostgreSQL connections of one server process.
 pub const POOL_SIZE_DEFAULT: u32 = 16;
+pub use parley_server::accounts::throttle::{
+    LOGIN_FAILURES_PER_ADDRESS_MAX_DEFAULT, LOGIN_FAILURES_PER_USER_MAX_DEFAULT,
+    LOGIN_FAILURE_WINDOW_MS_DEFAULT,
+};
 pub use parley_server::config::{
     BODY_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
     GATEWAY_LEASE_MS_DEFAULT, GATEWAY_LEASE_MS_MIN, HEADER_TIMEOUT_MS_DEFAULT,
@@ -60,6 +66,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Applies the schema to the database and exits.
     Migrate(MigrateArgs),
+    /// Manages accounts in the server's own store: `user add`, `user passwd`.
+    #[command(subcommand)]
+    User(UserCommand),
     /// Drives a running server with load and writes a report.
     Bench(Box<parley_bench::BenchArgs>),
     /// Runs the named checks against a running server and writes result.json and report.html;
@@ -205,6 +214,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_NO_MIGRATE")]
     pub no_migrate: bool,
 
+    /// Seeds demo users with passwords (printed), a group and a direct chat on the embedded
+    /// store, whose data directory is then ./parley-demo unless --data-dir names another.
+    #[arg(long, env = "PARLEY_DEMO", conflicts_with = "database_url")]
+    pub demo: bool,
+
     /// Most PostgreSQL connections this process opens.
     #[arg(long, env = "PARLEY_POOL_SIZE", default_value_t = POOL_SIZE_DEFAULT)]
     pub pool_size: u32,
@@ -224,6 +238,38 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_RATE_LIMIT_PER_S")]
     pub rate_limit_per_s: Option<u32>,
 
+    // Accounts.
+    /// Lets anyone create an account with `POST /v1/auth/register`; off: only the admin API
+    /// and `parley user add` create users.
+    #[arg(long, env = "PARLEY_OPEN_REGISTRATION")]
+    pub open_registration: bool,
+
+    /// Failed password checks of one user id within a window before its logins are refused
+    /// (429); 0 turns the per-user throttle off.
+    #[arg(
+        long,
+        env = "PARLEY_LOGIN_FAILURES_PER_USER_MAX",
+        default_value_t = LOGIN_FAILURES_PER_USER_MAX_DEFAULT
+    )]
+    pub login_failures_per_user_max: u32,
+
+    /// Failed password checks from one client address within a window before its logins are
+    /// refused (429); 0 turns the per-address throttle off.
+    #[arg(
+        long,
+        env = "PARLEY_LOGIN_FAILURES_PER_ADDRESS_MAX",
+        default_value_t = LOGIN_FAILURES_PER_ADDRESS_MAX_DEFAULT
+    )]
+    pub login_failures_per_address_max: u32,
+
+    /// Length of a failure window of the login throttle, from a key's first failure.
+    #[arg(
+        long,
+        env = "PARLEY_LOGIN_FAILURE_WINDOW_MS",
+        default_value_t = LOGIN_FAILURE_WINDOW_MS_DEFAULT
+    )]
+    pub login_failure_window_ms: u64,
+
     /// A browser origin (scheme://host[:port]) allowed to open WebSockets besides the server's
     /// own; repeat for several (the environment variable takes them comma-separated); `*`
     /// allows any.
@@ -241,6 +287,18 @@ pub struct ServeArgs {
     pub metrics_listen: Option<SocketAddr>,
 }
 
+impl ServeArgs {
+    /// The data directory in effect: with --demo and no --data-dir, the demo's own, so that
+    /// demo users with printed passwords never land in the store of a real server.
+    pub fn store_dir(&self) -> PathBuf {
+        if self.demo && self.data_dir == Path::new(DATA_DIR_DEFAULT) {
+            PathBuf::from(DEMO_DATA_DIR_DEFAULT)
+        } else {
+            self.data_dir.clone()
+        }
+    }
+}
+
 #[derive(Args)]
 pub struct MigrateArgs {
     /// PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/parley; absent: the embedded store.
@@ -250,6 +308,55 @@ pub struct MigrateArgs {
     /// Directory of the embedded store, used when no database URL is given.
     #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
     pub data_dir: PathBuf,
+}
+
+/// Account commands; each applies the schema first, like `serve`.
+#[derive(Subcommand)]
+pub enum UserCommand {
+    /// Creates a user with a password; fails if the user exists.
+    Add(UserAddArgs),
+    /// Sets the password of an existing user; fails if there is no such user.
+    Passwd(UserPasswdArgs),
+}
+
+/// Where the store is and where the password comes from. No `Debug`: it may hold a database
+/// password.
+#[derive(Args)]
+pub struct UserStoreArgs {
+    /// PostgreSQL URL; absent: the embedded store in --data-dir, as `parley serve` picks it.
+    #[arg(long, env = "PARLEY_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Directory of the embedded store, used when no database URL is given.
+    #[arg(long, env = "PARLEY_DATA_DIR", default_value = DATA_DIR_DEFAULT)]
+    pub data_dir: PathBuf,
+
+    /// Reads the password from the first line of standard input (without its line ending);
+    /// without it the password is taken from PARLEY_PASSWORD.
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+#[derive(Args)]
+pub struct UserAddArgs {
+    /// The user id: 1 to 64 of `A-Z a-z 0-9 . _ - @`.
+    pub user_id: String,
+
+    /// The user's display name.
+    #[arg(long)]
+    pub display_name: Option<String>,
+
+    #[command(flatten)]
+    pub store: UserStoreArgs,
+}
+
+#[derive(Args)]
+pub struct UserPasswdArgs {
+    /// The user id.
+    pub user_id: String,
+
+    #[command(flatten)]
+    pub store: UserStoreArgs,
 }
 
 #[derive(Args)]
@@ -323,6 +430,10 @@ mod tests {
         assert_eq!(args.gateway_lease_ms, 10_000);
         assert!(!args.no_migrate);
         assert_eq!(args.rate_limit_per_s, None);
+        assert!(!args.open_registration);
+        assert_eq!(args.login_failures_per_user_max, 5);
+        assert_eq!(args.login_failures_per_address_max, 20);
+        assert_eq!(args.login_failure_window_ms, 60_000);
         assert!(args.ws_allowed_origins.is_empty());
         assert_eq!(args.metrics_listen, None);
         assert_eq!(cli.log_format, LogFormat::Text);

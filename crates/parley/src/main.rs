@@ -3,9 +3,11 @@
 
 mod cli;
 mod data_dir;
+mod demo;
 mod migrate;
 mod serve;
 mod shutdown;
+mod user;
 mod verify;
 
 use std::io::IsTerminal;
@@ -55,6 +57,7 @@ async fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(args) => migrate::migrate(args).await,
+        Command::User(command) => user::run(command).await,
         Command::Bench(args) => parley_bench::bench(*args).await,
         Command::Verify(args) => match verify::verify(args).await {
             // Failed checks are in the report; the exit code says there were some.

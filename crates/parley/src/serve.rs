@@ -12,7 +12,7 @@ use parley_bus::nats::NatsBus;
 use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
-use parley_server::config::{generated_gateway_id, ConnectionLimits};
+use parley_server::config::{generated_gateway_id, ConnectionLimits, LoginLimits};
 use parley_server::gateway::origin::check_allow_list;
 use parley_server::listener::open_files;
 use parley_server::{AppState, ServerConfig};
@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 
 use crate::cli::{BusKind, ServeArgs, GATEWAY_LEASE_MS_MIN, HINT_INTERVAL_MS_MAX};
 use crate::data_dir::{self, TokenSource};
+use crate::demo;
 use crate::shutdown::shutdown_signal;
 use parley_bus::nats::NATS_URL_DEFAULT;
 
@@ -54,7 +55,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     let opened = open_store(
         args.database_url.as_deref(),
-        &args.data_dir,
+        &args.store_dir(),
         args.pool_size,
         args.pg_idle_in_transaction_timeout_ms,
     )
@@ -66,6 +67,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         store.migrate().await.context("cannot apply the schema")?;
         tracing::info!("schema is up to date");
+    }
+    if args.demo {
+        demo::seed(
+            store.as_ref(),
+            |password| {
+                Ok(parley_server::accounts::password::hash_blocking(
+                    password.as_bytes(),
+                )?)
+            },
+            args.pull_threshold,
+            args.recall_window_ms,
+        )
+        .await
+        .context("cannot seed the demo")?;
     }
 
     let bus_stop = CancellationToken::new();
@@ -99,6 +114,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr().context("listener has no address")?;
     let metrics = MetricsListener::start(args.metrics_listen, &state).await?;
     tracing::info!(%addr, "parley is listening");
+    if args.demo {
+        // Standard output, not the log: the logins are for the person at this terminal.
+        println!("{}", demo::banner(&format!("http://{addr}/")));
+    }
     parley_server::run(listener, state, shutdown_signal())
         .await
         .context("server failed")?;
@@ -233,8 +252,9 @@ fn resolve_admin_token(args: &ServeArgs) -> anyhow::Result<String> {
         }
         return Ok(token.clone());
     }
-    data_dir::ensure_dir(&args.data_dir)?;
-    let (token, source) = data_dir::admin_token(&args.data_dir)?;
+    let dir = args.store_dir();
+    data_dir::ensure_dir(&dir)?;
+    let (token, source) = data_dir::admin_token(&dir)?;
     match source {
         TokenSource::Generated(path) => {
             println!(
@@ -298,6 +318,12 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
         rate_limit_per_s: args.rate_limit_per_s.unwrap_or(0),
         ws_allowed_origins: args.ws_allowed_origins.clone(),
         connections,
+        open_registration: args.open_registration,
+        login: LoginLimits {
+            failures_per_user_max: args.login_failures_per_user_max,
+            failures_per_address_max: args.login_failures_per_address_max,
+            failure_window_ms: args.login_failure_window_ms,
+        },
         ..ServerConfig::default()
     })
 }

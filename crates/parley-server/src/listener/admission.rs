@@ -63,6 +63,11 @@ impl Ticket {
     pub fn activity(&self) -> &Arc<Activity> {
         &self.activity
     }
+
+    /// The client address the connection was admitted for.
+    pub fn address(&self) -> IpAddr {
+        self.address
+    }
 }
 
 impl Drop for Ticket {

@@ -42,6 +42,11 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::config::ConnectionLimits;
+
+/// The peer address of the connection a request came on, in the request's extensions: the
+/// key of the per-address login throttle. Absent when the router is served some other way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::IpAddr);
 use activity::Activity;
 use admission::Admission;
 use body_deadline::DeadlineBody;
@@ -203,8 +208,17 @@ async fn start_connection(tcp: TcpStream, ticket: admission::Ticket, world: Conn
         tracing::debug!(error = %e, "could not set TCP_NODELAY");
     }
     let activity = ticket.activity().clone();
+    let address = ClientAddress(ticket.address());
     let io = io::ConnIo::new(tcp, ticket, world.timeouts.write_stall);
-    serve_connection(io, activity, world.router, world.timeouts, world.stop).await;
+    serve_connection(
+        io,
+        activity,
+        address,
+        world.router,
+        world.timeouts,
+        world.stop,
+    )
+    .await;
 }
 
 /// Counts the connections waiting for room, under a bound.
@@ -273,6 +287,7 @@ impl Timeouts {
 async fn serve_connection(
     io: io::ConnIo,
     activity: Arc<Activity>,
+    address: ClientAddress,
     router: Router,
     timeouts: Timeouts,
     stop: CancellationToken,
@@ -280,7 +295,9 @@ async fn serve_connection(
     let body_timeout = timeouts.body;
     let service = router.map_request(move |req: Request<Incoming>| {
         let deadline = Instant::now() + body_timeout;
-        req.map(|body| Body::new(DeadlineBody::new(body, deadline)))
+        let mut req = req.map(|body| Body::new(DeadlineBody::new(body, deadline)));
+        req.extensions_mut().insert(address);
+        req
     });
     let mut builder = http1::Builder::new();
     builder

@@ -66,8 +66,11 @@ pub struct Metrics {
     pub purge_tombstones_written: Counter,
     /// Tombstones deleted after their time to live.
     pub purge_tombstones_expired: Counter,
-    /// Requests refused by the rate limiter, by kind (`send`, `admin`).
+    /// Requests refused by the rate limiter, by kind (`send`, `admin`, and `login` for the
+    /// password throttle of `accounts::throttle`).
     pub rate_limited: Family<Label, Counter>,
+    /// Password verifications run (argon2), the dummy ones for unknown users included.
+    pub password_verifications: Counter,
 }
 
 impl Default for Metrics {
@@ -103,6 +106,7 @@ impl Metrics {
             purge_tombstones_written: Counter::default(),
             purge_tombstones_expired: Counter::default(),
             rate_limited: Family::default(),
+            password_verifications: Counter::default(),
         };
         metrics.registered()
     }
@@ -110,6 +114,11 @@ impl Metrics {
     fn registered(mut self) -> Self {
         let r = &mut self.registry;
         r.register("parley_sends", "Sends by outcome", self.sends.clone());
+        r.register(
+            "parley_password_verifications",
+            "Password verifications run, against a stored or the dummy hash",
+            self.password_verifications.clone(),
+        );
         r.register(
             "parley_send_ack_seconds",
             "Time from a send accepted to its ack",

@@ -9,6 +9,7 @@ use parley_wire::ErrorBody;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::accounts::Password;
 use crate::auth::Admin;
 use crate::body::JsonBody;
 use crate::error::ApiError;
@@ -23,7 +24,8 @@ fn admin_budget(state: &AppState) -> Result<(), ApiError> {
     state.rate_limiter().check(LimitKind::Admin, ADMIN_KEY)
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+/// Not `Debug`: it may hold a password.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
     /// 1 to 64 of `A-Z a-z 0-9 . _ - @`, not `.` or `..`.
@@ -31,6 +33,10 @@ pub struct CreateUserRequest {
     user_id: String,
     /// Any text without U+0000.
     display_name: Option<String>,
+    /// The user's password, 8 to 1024 bytes of UTF-8, for `POST /v1/auth/login`. Absent: the
+    /// user has none and gets device tokens only from this API.
+    #[schema(format = Password, min_length = 8, max_length = 1024)]
+    password: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -49,7 +55,8 @@ pub struct UserCreated {
     responses(
         (status = 201, description = "The user was created.", body = UserCreated),
         (status = 400, description = "`BAD_REQUEST`: malformed JSON, an unknown or missing \
-            field, an invalid id or text.", body = ErrorBody),
+            field, an invalid id or text, a password outside 8 to 1024 bytes.",
+            body = ErrorBody),
         (status = 401, description = "`UNAUTHENTICATED`: no valid token.", body = ErrorBody),
         (status = 403, description = "`FORBIDDEN`: a device token.", body = ErrorBody),
         (status = 409, description = "`ALREADY_EXISTS`: the id is taken.", body = ErrorBody),
@@ -59,7 +66,8 @@ pub struct UserCreated {
             `application/json`.", body = ErrorBody),
         (status = 429, description = "`RATE_LIMITED`: over the admin endpoints' rate.",
             body = ErrorBody),
-        (status = 503, description = "`UNAVAILABLE`: the store did not answer.", body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer, or the server \
+            is too busy hashing passwords.", body = ErrorBody),
     )
 )]
 pub async fn create_user(
@@ -72,11 +80,22 @@ pub async fn create_user(
     if let Some(name) = &req.display_name {
         fields::text("display_name", name)?;
     }
+    let password = req
+        .password
+        .map(|p| Password::parse("password", p))
+        .transpose()?;
     admin_budget(&state)?;
-    let user = state
-        .store()
-        .create_user(&user_id, req.display_name.as_deref())
-        .await?;
+    let display_name = req.display_name.as_deref();
+    let user = match password {
+        Some(password) => {
+            let hash = state.hasher().hash(&password).await?;
+            state
+                .store()
+                .create_user_with_password(&user_id, display_name, &hash)
+                .await?
+        }
+        None => state.store().create_user(&user_id, display_name).await?,
+    };
     Ok((
         StatusCode::CREATED,
         Json(UserCreated {
@@ -180,5 +199,55 @@ pub async fn revoke_device(
     let (user_id, device_id) = path.into_inner()?.ids()?;
     admin_budget(&state)?;
     service::revoke_device(&state, &user_id, &device_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Not `Debug`: it holds a password.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetPasswordRequest {
+    /// The new password, 8 to 1024 bytes of UTF-8.
+    #[schema(format = Password, min_length = 8, max_length = 1024)]
+    password: String,
+}
+
+/// `PUT /v1/admin/users/{user_id}/password`: sets or replaces the user's password. The user's
+/// device tokens stay valid.
+#[utoipa::path(
+    put,
+    path = "/v1/admin/users/{user_id}/password",
+    tag = "admin",
+    security(("admin_token" = [])),
+    params(("user_id" = String, Path, pattern = "^[A-Za-z0-9._@-]{1,64}$", description = "The user whose password is set.")),
+    request_body = SetPasswordRequest,
+    responses(
+        (status = 204, description = "The password is set."),
+        (status = 400, description = "`BAD_REQUEST`: malformed JSON, an unknown or missing \
+            field, an invalid id, a password outside 8 to 1024 bytes.", body = ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: no valid token.", body = ErrorBody),
+        (status = 403, description = "`FORBIDDEN`: a device token.", body = ErrorBody),
+        (status = 404, description = "`NOT_FOUND`: no such user.", body = ErrorBody),
+        (status = 413, description = "`REQUEST_TOO_LARGE`: the body is over the request limit.",
+            body = ErrorBody),
+        (status = 415, description = "`UNSUPPORTED_MEDIA_TYPE`: the body is not \
+            `application/json`.", body = ErrorBody),
+        (status = 429, description = "`RATE_LIMITED`: over the admin endpoints' rate.",
+            body = ErrorBody),
+        (status = 503, description = "`UNAVAILABLE`: the store did not answer, or the server \
+            is too busy hashing passwords.", body = ErrorBody),
+    )
+)]
+pub async fn set_password(
+    State(state): State<AppState>,
+    _: Admin,
+    path: DeferredPath<UserPath>,
+    body: JsonBody,
+) -> Result<StatusCode, ApiError> {
+    let user_id = path.into_inner()?.user_id()?;
+    let req: SetPasswordRequest = body.parse()?;
+    let password = Password::parse("password", req.password)?;
+    admin_budget(&state)?;
+    let hash = state.hasher().hash(&password).await?;
+    state.store().set_password_hash(&user_id, &hash).await?;
     Ok(StatusCode::NO_CONTENT)
 }

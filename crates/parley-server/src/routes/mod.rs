@@ -1,5 +1,6 @@
 //! The route table of SPEC §6 and the JSON answers for requests that match no route.
 
+mod accounts;
 mod admin;
 mod conversations;
 mod events;
@@ -33,6 +34,11 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::create_user))
         .routes(routes!(admin::issue_device))
         .routes(routes!(admin::revoke_device))
+        .routes(routes!(admin::set_password))
+        .routes(routes!(accounts::login))
+        .routes(routes!(accounts::logout))
+        .routes(routes!(accounts::register))
+        .routes(routes!(accounts::change_password))
         .routes(routes!(gateways::list))
         .routes(routes!(server_info::describe))
         .routes(routes!(conversations::create, conversations::list))

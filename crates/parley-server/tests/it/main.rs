@@ -2,6 +2,7 @@
 //! builds fast and small. Each module below is one former test file.
 
 mod access_matrix;
+mod accounts;
 mod conn_caps;
 mod conn_shutdown;
 mod conn_timeouts;

@@ -9,8 +9,16 @@ use crate::types::User;
 
 /// The writes of users and devices, each one statement of its own.
 pub(crate) trait Accounts {
-    /// Inserts a user unless the id is taken; true when inserted.
-    fn insert_user(&self, user_id: &UserId, display_name: Option<&str>) -> impl StoreFuture<bool>;
+    /// Inserts a user, with the hash of a password or none, unless the id is taken; true when
+    /// inserted.
+    fn insert_user(
+        &self,
+        user_id: &UserId,
+        display_name: Option<&str>,
+        password_hash: Option<&str>,
+    ) -> impl StoreFuture<bool>;
+    /// Replaces the user's password hash; false when the user does not exist.
+    fn store_password_hash(&self, user_id: &UserId, password_hash: &str) -> impl StoreFuture<bool>;
     /// Creates the device or replaces (and so revokes) its token; false when the user does not
     /// exist.
     fn store_device_token(
@@ -26,8 +34,12 @@ pub(crate) async fn create_user<B: Backend>(
     backend: &B,
     user_id: &UserId,
     display_name: Option<&str>,
+    password_hash: Option<&str>,
 ) -> Result<User, StoreError> {
-    if !backend.insert_user(user_id, display_name).await? {
+    if !backend
+        .insert_user(user_id, display_name, password_hash)
+        .await?
+    {
         return Err(Rejection::AlreadyExists("user").into());
     }
     Ok(User {
@@ -58,6 +70,17 @@ pub(crate) async fn revoke_device<B: Backend>(
 ) -> Result<(), StoreError> {
     if !backend.revoke_device_token((user_id, device_id)).await? {
         return Err(Rejection::NotFound("no such device").into());
+    }
+    Ok(())
+}
+
+pub(crate) async fn set_password_hash<B: Backend>(
+    backend: &B,
+    user_id: &UserId,
+    password_hash: &str,
+) -> Result<(), StoreError> {
+    if !backend.store_password_hash(user_id, password_hash).await? {
+        return Err(Rejection::NotFound("no such user").into());
     }
     Ok(())
 }

@@ -10,15 +10,31 @@ impl Accounts for PgStore {
         &self,
         user_id: &UserId,
         display_name: Option<&str>,
+        password_hash: Option<&str>,
     ) -> Result<bool, StoreError> {
         let inserted = sqlx::query(
-            "INSERT INTO users (user_id, display_name) VALUES ($1, $2) ON CONFLICT (user_id) DO NOTHING",
+            "INSERT INTO users (user_id, display_name, password_hash) VALUES ($1, $2, $3)
+             ON CONFLICT (user_id) DO NOTHING",
         )
         .bind(user_id.as_str())
         .bind(display_name)
+        .bind(password_hash)
         .execute(&mut *self.pool.acquire().await?)
         .await?;
         Ok(inserted.rows_affected() == 1)
+    }
+
+    async fn store_password_hash(
+        &self,
+        user_id: &UserId,
+        password_hash: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query("UPDATE users SET password_hash = $2 WHERE user_id = $1")
+            .bind(user_id.as_str())
+            .bind(password_hash)
+            .execute(&mut *self.pool.acquire().await?)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     /// The device row is created or its token replaced (which revokes the old token, since only

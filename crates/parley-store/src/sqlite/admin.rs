@@ -12,19 +12,36 @@ impl Accounts for SqliteStore {
         &self,
         user_id: &UserId,
         display_name: Option<&str>,
+        password_hash: Option<&str>,
     ) -> Result<bool, StoreError> {
         let inserted = self
             .write_one(
                 sqlx::query(
-                    "INSERT INTO users (user_id, display_name, created_at) VALUES ($1, $2, $3)
-             ON CONFLICT (user_id) DO NOTHING",
+                    "INSERT INTO users (user_id, display_name, created_at, password_hash)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (user_id) DO NOTHING",
                 )
                 .bind(user_id.as_str())
                 .bind(display_name)
-                .bind(ts(now())),
+                .bind(ts(now()))
+                .bind(password_hash),
             )
             .await?;
         Ok(inserted == 1)
+    }
+
+    async fn store_password_hash(
+        &self,
+        user_id: &UserId,
+        password_hash: &str,
+    ) -> Result<bool, StoreError> {
+        let done = self
+            .write_one(
+                sqlx::query("UPDATE users SET password_hash = $2 WHERE user_id = $1")
+                    .bind(user_id.as_str())
+                    .bind(password_hash),
+            )
+            .await?;
+        Ok(done > 0)
     }
 
     /// The device row is created or its token replaced (which revokes the old token, since only

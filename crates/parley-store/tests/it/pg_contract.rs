@@ -113,6 +113,11 @@ async fn tokens_revoke() -> Result<()> {
 }
 
 #[tokio::test]
+async fn password_hashes() -> Result<()> {
+    contract::password_hashes(&*store().await).await
+}
+
+#[tokio::test]
 async fn check_08_threshold_switches_to_pull() -> Result<()> {
     contract::threshold_switches_to_pull(&*store().await).await
 }

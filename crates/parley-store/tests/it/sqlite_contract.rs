@@ -98,6 +98,12 @@ async fn tokens_revoke() -> Result<()> {
 }
 
 #[tokio::test]
+async fn password_hashes() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::password_hashes(&*store).await
+}
+
+#[tokio::test]
 async fn check_07_through_seq_skips_invisible() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::through_seq_skips_invisible(&*store).await

@@ -6,6 +6,8 @@ mod bench_load_model;
 mod break_process;
 mod chaos;
 mod conn_hardening;
+mod demo;
 mod observability;
 mod restart_safety;
+mod user_cli;
 mod verify_process;

@@ -536,6 +536,70 @@ pub async fn many_conversations_gapless(store: Arc<dyn Store>) -> Result<()> {
 }
 
 /// A revoked or replaced token stops authenticating at once; the new one works.
+/// The password hash column: empty for a user created without one, set at creation or later,
+/// replaced by a later set, never for a missing user, and the same for an unknown user as for a
+/// user without a password (the login answers both alike).
+pub async fn password_hashes(store: &dyn Store) -> Result<()> {
+    let plain = uid("u-plain");
+    store.create_user(&plain, None).await?;
+    ensure!(
+        store.password_hash(&plain).await?.is_none(),
+        "a user created without a password has a hash"
+    );
+    ensure!(
+        store.password_hash(&uid("u-nobody")).await?.is_none(),
+        "an unknown user has a hash"
+    );
+    let ana = uid("u-ana");
+    let created = store
+        .create_user_with_password(&ana, Some("Ana"), "$argon2id$first")
+        .await?;
+    ensure!(
+        created.display_name.as_deref() == Some("Ana"),
+        "{created:?}"
+    );
+    ensure!(
+        store.password_hash(&ana).await?.as_deref() == Some("$argon2id$first"),
+        "the hash given at creation is not stored"
+    );
+    let again = store
+        .create_user_with_password(&ana, None, "$argon2id$other")
+        .await;
+    ensure!(
+        matches!(
+            again,
+            Err(StoreError::Rejected(Rejection::AlreadyExists(_)))
+        ),
+        "second creation: {again:?}"
+    );
+    ensure!(
+        store.password_hash(&ana).await?.as_deref() == Some("$argon2id$first"),
+        "a refused creation changed the hash"
+    );
+    store.set_password_hash(&ana, "$argon2id$second").await?;
+    store.set_password_hash(&plain, "$argon2id$plain").await?;
+    ensure!(
+        store.password_hash(&ana).await?.as_deref() == Some("$argon2id$second"),
+        "the hash was not replaced"
+    );
+    ensure!(
+        store.password_hash(&plain).await?.as_deref() == Some("$argon2id$plain"),
+        "a user without a password could not be given one"
+    );
+    let missing = store
+        .set_password_hash(&uid("u-nobody"), "$argon2id$x")
+        .await;
+    ensure!(
+        matches!(missing, Err(StoreError::Rejected(Rejection::NotFound(_)))),
+        "hash for a missing user: {missing:?}"
+    );
+    ensure!(
+        store.password_hash(&uid("u-nobody")).await?.is_none(),
+        "a refused set created a user"
+    );
+    Ok(())
+}
+
 pub async fn tokens_revoke(store: &dyn Store) -> Result<()> {
     let ana = user(store, "u-ana").await?;
     let device = DeviceId::parse("d1")?;
