@@ -82,10 +82,34 @@ enum WireNotice {
         gateway: String,
         conn: String,
     },
+    Typing {
+        conv: String,
+        user: String,
+        to: Vec<String>,
+    },
+    Presence {
+        user: String,
+        online: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_seen_us: Option<i64>,
+        to: Vec<String>,
+    },
 }
 
 /// The `kind` of every [`WireNotice`]; any other kind is skipped on arrival.
-const KNOWN_KINDS: [&str; 4] = ["read", "revoke", "role", "kick"];
+const KNOWN_KINDS: [&str; 6] = ["read", "revoke", "role", "kick", "typing", "presence"];
+
+/// Every id of a recipient list parsed; `None` when any is invalid or the list is too long.
+fn parse_recipients(to: Vec<String>) -> Option<Vec<UserId>> {
+    if to.len() > crate::notice::NOTICE_RECIPIENTS_LEN_MAX {
+        return None;
+    }
+    to.iter().map(|u| UserId::parse(u).ok()).collect()
+}
+
+fn recipient_strings(recipients: &[UserId]) -> Vec<String> {
+    recipients.iter().map(ToString::to_string).collect()
+}
 
 impl From<&Notice> for WireNotice {
     fn from(notice: &Notice) -> Self {
@@ -124,6 +148,26 @@ impl From<&Notice> for WireNotice {
                 device: device_id.to_string(),
                 gateway: gateway_id.clone(),
                 conn: conn_id.clone(),
+            },
+            Notice::Typing {
+                conv_id,
+                user_id,
+                recipients,
+            } => Self::Typing {
+                conv: conv_id.to_string(),
+                user: user_id.to_string(),
+                to: recipient_strings(recipients),
+            },
+            Notice::Presence {
+                user_id,
+                online,
+                last_seen,
+                recipients,
+            } => Self::Presence {
+                user: user_id.to_string(),
+                online: *online,
+                last_seen_us: last_seen.map(|t| t.timestamp_micros()),
+                to: recipient_strings(recipients),
             },
         }
     }
@@ -165,6 +209,25 @@ impl WireNotice {
                 device_id: DeviceId::parse(&device).ok()?,
                 gateway_id: (!gateway.is_empty()).then_some(gateway)?,
                 conn_id: (!conn.is_empty()).then_some(conn)?,
+            },
+            Self::Typing { conv, user, to } => Notice::Typing {
+                conv_id: ConvId::parse(&conv).ok()?,
+                user_id: UserId::parse(&user).ok()?,
+                recipients: parse_recipients(to)?,
+            },
+            Self::Presence {
+                user,
+                online,
+                last_seen_us,
+                to,
+            } => Notice::Presence {
+                user_id: UserId::parse(&user).ok()?,
+                online,
+                last_seen: match last_seen_us {
+                    None => None,
+                    Some(us) => Some(DateTime::from_timestamp_micros(us)?),
+                },
+                recipients: parse_recipients(to)?,
             },
         })
     }
@@ -562,6 +625,23 @@ mod tests {
                 gateway_id: "gw-b".into(),
                 conn_id: "6f1c2a9e-conn".into(),
             },
+            Notice::Typing {
+                conv_id: conv("c-1"),
+                user_id: user("u-ana"),
+                recipients: vec![user("u-ben"), user("u-cy")],
+            },
+            Notice::Presence {
+                user_id: user("u-ana"),
+                online: true,
+                last_seen: None,
+                recipients: vec![user("u-ben")],
+            },
+            Notice::Presence {
+                user_id: user("u-ana"),
+                online: false,
+                last_seen: Some(at()),
+                recipients: vec![user("u-ben")],
+            },
         ]
     }
 
@@ -697,6 +777,8 @@ mod tests {
             r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":"","conn":"c"}]}"#,
             r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":"gw-b","conn":""}]}"#,
             r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"kick","user":"u","device":"d","gateway":7,"conn":"c"}]}"#,
+            r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"typing","conv":"c","user":"u","to":["bad id"]}]}"#,
+            r#"{"origin":"gw-a","heads":[],"notices":[{"kind":"presence","user":"u","online":"yes","to":[]}]}"#,
         ] {
             assert!(decode(bad).is_none(), "accepted {bad:?}");
         }

@@ -31,7 +31,7 @@ pub mod pg;
 
 pub use error::BusError;
 pub use local::LocalBus;
-pub use notice::Notice;
+pub use notice::{Notice, NOTICE_RECIPIENTS_LEN_MAX};
 
 use std::sync::Arc;
 

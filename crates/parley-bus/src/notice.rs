@@ -1,7 +1,13 @@
 //! Side effects of a write that are not log events, announced so that every gateway applies
 //! them to the connections it holds.
 
+use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, DeviceId, Role, UserId};
+
+/// Most recipients one typing or presence notice names. The announcing gateway splits a longer
+/// list into several notices, so that each fits a PostgreSQL notification (user ids are at
+/// most 64 bytes: 64 of them stay below 4.5 KiB).
+pub const NOTICE_RECIPIENTS_LEN_MAX: usize = 64;
 
 /// A side effect every gateway must learn of. New kinds are added as variants; the codec tags
 /// each one on the wire by its kind, and a receiver skips kinds it does not know, so gateways
@@ -39,6 +45,25 @@ pub enum Notice {
         gateway_id: String,
         conn_id: String,
     },
+    /// `user_id` is typing in `conv_id` (ephemeral, SPEC §7). Every gateway pushes a `typing`
+    /// frame to its connections of the `recipients`: the conversation's other current members
+    /// that were online when the announcing gateway checked, at most
+    /// [`NOTICE_RECIPIENTS_LEN_MAX`] per notice.
+    Typing {
+        conv_id: ConvId,
+        user_id: UserId,
+        recipients: Vec<UserId>,
+    },
+    /// `user_id` came online (first route) or went offline (last route gone, `last_seen` set).
+    /// Every gateway pushes a `presence` frame to its connections of the `recipients`: the
+    /// user's online co-members of direct and push conversations, at most
+    /// [`NOTICE_RECIPIENTS_LEN_MAX`] per notice.
+    Presence {
+        user_id: UserId,
+        online: bool,
+        last_seen: Option<DateTime<Utc>>,
+        recipients: Vec<UserId>,
+    },
 }
 
 impl Notice {
@@ -48,7 +73,9 @@ impl Notice {
             Self::ReadMoved { user_id, .. }
             | Self::DeviceRevoked { user_id, .. }
             | Self::RoleChanged { user_id, .. }
-            | Self::RouteTaken { user_id, .. } => user_id,
+            | Self::RouteTaken { user_id, .. }
+            | Self::Typing { user_id, .. }
+            | Self::Presence { user_id, .. } => user_id,
         }
     }
 }

@@ -13,8 +13,8 @@ use crate::raw::RawRequest;
 use crate::request::{Login, NewConversation, ReadBody, RoleBody, SendBody, UserRef};
 use crate::retry::RetryPolicy;
 use crate::types::{
-    Conversation, ConversationList, DeviceToken, EventsPage, Identity, MembershipSeq, ReadAck,
-    RecallAck, Role, RoleChange, SendAck,
+    Conversation, ConversationList, DeviceToken, EventsPage, Identity, MembershipSeq, PresenceList,
+    ReadAck, RecallAck, Role, RoleChange, SendAck, UserPresence,
 };
 
 const CONVERSATIONS: &str = "conversations";
@@ -136,6 +136,18 @@ impl Client {
             })
             .await?;
         Ok(identity.clone())
+    }
+
+    /// `GET /v1/presence`: whether each of `users` (1 to 100) is online and when they were last
+    /// seen. Users who share no conversation with the caller, and unknown users, are absent.
+    pub async fn presence(&self, users: &[&str]) -> Result<Vec<UserPresence>, ClientError> {
+        let mut url = self.http.url(&["v1", "presence"])?;
+        url.query_pairs_mut().append_pair("users", &users.join(","));
+        let list: PresenceList = self
+            .http
+            .json(self.http.authorised(Method::GET, url))
+            .await?;
+        Ok(list.presence)
     }
 
     /// A request outside the typed API, carrying this device's token unless told otherwise.

@@ -92,8 +92,8 @@ pub use sync::{
 };
 pub use types::{
     ConvKind, Conversation, ConversationList, DeliveryMode, DeviceToken, Event, EventKind,
-    EventsPage, Identity, Member, MembershipChange, MembershipSeq, Message, ReadAck, Recall,
-    RecallAck, Role, RoleChange, SendAck, TypedEvent, User,
+    EventsPage, Identity, Member, MembershipChange, MembershipSeq, Message, PresenceList, ReadAck,
+    Recall, RecallAck, Role, RoleChange, SendAck, TypedEvent, User, UserPresence,
 };
 pub use ws::{Delivery, Incoming, Realtime, RealtimeHandle, RealtimeOptions, StopReason};
 

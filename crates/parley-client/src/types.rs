@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use parley_wire::{
-    Event, EventKind, EventsPage, Identity, MembershipChange, Message, ReadAck, Recall, RecallAck,
-    SendAck, TypedEvent,
+    Event, EventKind, EventsPage, Identity, MembershipChange, Message, PresenceList, ReadAck,
+    Recall, RecallAck, SendAck, TypedEvent, UserPresence,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

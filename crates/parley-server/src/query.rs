@@ -102,6 +102,30 @@ pub fn list_since(pairs: &[(String, String)]) -> Result<Option<String>, ApiError
     Ok(find(pairs, "since").map(str::to_owned))
 }
 
+/// Most users one `GET /v1/presence` may ask about.
+pub const PRESENCE_USERS_LEN_MAX: usize = 100;
+
+/// The users of `GET /v1/presence?users=a,b`: comma-separated ids, 1 to
+/// `PRESENCE_USERS_LEN_MAX` of them (a repeated id counts once); anything else is a 400.
+pub fn presence_users(pairs: &[(String, String)]) -> Result<Vec<parley_domain::UserId>, ApiError> {
+    check_names(pairs, &["users"])?;
+    let raw = find(pairs, "users")
+        .ok_or_else(|| ApiError::bad_request("query parameter `users` is required"))?;
+    let mut users = Vec::new();
+    for id in raw.split(',') {
+        let user = fields::user_id(id)?;
+        if !users.contains(&user) {
+            users.push(user);
+        }
+        if users.len() > PRESENCE_USERS_LEN_MAX {
+            return Err(ApiError::bad_request(format!(
+                "at most {PRESENCE_USERS_LEN_MAX} users per request"
+            )));
+        }
+    }
+    Ok(users)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,8 +14,8 @@ use parley_domain::{
 use parley_store::token::hash_token;
 use parley_store::{
     ConversationFeed, CreatedConversation, DeviceIdentity, EventsQuery, MemberSnapshot,
-    MembershipChange, NewConversation, PurgeReport, RecallOutcome, Route, SendOutcome, SendRequest,
-    Store, StoreError, User,
+    MembershipChange, NewConversation, PurgeReport, RecallOutcome, Route, Seen, SendOutcome,
+    SendRequest, Store, StoreError, TypingTargets, User, UserPresence,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -238,6 +238,9 @@ impl Store for FakeStore {
     async fn reap_routes(&self, _: u32) -> Result<u64, StoreError> {
         Ok(0)
     }
+    async fn reap_route_users(&self, _: u32) -> Result<Vec<UserId>, StoreError> {
+        Ok(Vec::new())
+    }
 
     async fn gateway_leases(&self) -> Result<Vec<parley_store::GatewayLease>, StoreError> {
         self.touch();
@@ -273,6 +276,31 @@ impl Store for FakeStore {
     ) -> Result<Vec<Event>, StoreError> {
         self.touch();
         Err(refused())
+    }
+    async fn user_routes(&self, _: &UserId) -> Result<i64, StoreError> {
+        self.touch();
+        Ok(0)
+    }
+    async fn mark_seen(&self, _: &UserId) -> Result<Option<Seen>, StoreError> {
+        self.touch();
+        Ok(None)
+    }
+    async fn presence_peers(&self, _: &UserId, _: u32) -> Result<Vec<UserId>, StoreError> {
+        self.touch();
+        Ok(Vec::new())
+    }
+    async fn typing_targets(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: u32,
+    ) -> Result<Option<TypingTargets>, StoreError> {
+        self.touch();
+        Ok(None)
+    }
+    async fn presence_of(&self, _: &UserId, _: &[UserId]) -> Result<Vec<UserPresence>, StoreError> {
+        self.touch();
+        Ok(Vec::new())
     }
 }
 
@@ -601,7 +629,7 @@ async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_lo
 }
 
 /// Every operation the server serves, as (method, path template): SPEC §6's endpoints, the
-/// probes, `/v1/me`, the account endpoints, the WebSocket upgrade, the web client and the document itself. A route added to the router
+/// probes, `/v1/me`, `/v1/presence`, the account endpoints, the WebSocket upgrade, the web client and the document itself. A route added to the router
 /// belongs here too; one missing from the document fails the test below.
 const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/healthz"),
@@ -629,6 +657,7 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("post", "/v1/conversations/{conv_id}/read"),
     ("get", "/v1/ws"),
     ("get", "/v1/me"),
+    ("get", "/v1/presence"),
     ("get", "/metrics"),
     ("get", "/"),
     ("get", "/web/{name}"),

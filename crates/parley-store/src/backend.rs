@@ -22,7 +22,9 @@ use crate::types::{DeviceIdentity, SendOutcome, SendRequest};
 use crate::views::FeedTx;
 
 /// A database the store runs on.
-pub(crate) trait Backend: Accounts + Gateways + Expiry + Send + Sync + 'static {
+pub(crate) trait Backend:
+    Accounts + Gateways + Expiry + crate::presence::Presence + Send + Sync + 'static
+{
     type Tx: SendTx
         + CreateTx
         + MembershipTx

@@ -16,6 +16,7 @@ mod fuzz_tests;
 mod observer;
 mod page;
 pub mod pg;
+mod presence;
 mod query;
 mod read;
 mod rows;

@@ -162,6 +162,9 @@ pub trait Store: Send + Sync + 'static {
     /// deleted; fewer than `batch_len_max` means none were left. Routes locked by another
     /// reaper are skipped, never waited for.
     async fn reap_routes(&self, batch_len_max: u32) -> Result<u64, StoreError>;
+    /// [`Store::reap_routes`], answering the user of each deleted route instead of the count,
+    /// so that the gateway can tell those users' co-members they went offline.
+    async fn reap_route_users(&self, batch_len_max: u32) -> Result<Vec<UserId>, StoreError>;
     /// Every registered gateway, by id, with the time left on its lease and its route count.
     async fn gateway_leases(&self) -> Result<Vec<GatewayLease>, StoreError>;
     /// Points the device's route at a new connection and answers the route it replaced, whose
@@ -194,4 +197,32 @@ pub trait Store: Send + Sync + 'static {
         upto: i64,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError>;
+
+    // Presence and typing (SPEC §7).
+    /// How many routes the user's devices have, on every gateway: the user is online while
+    /// this is above zero.
+    async fn user_routes(&self, user_id: &UserId) -> Result<i64, StoreError>;
+    /// Records now as the user's `last_seen` (a device of theirs disconnected) and answers the
+    /// routes the user has left beside the time written; `None` when there is no such user.
+    async fn mark_seen(&self, user_id: &UserId) -> Result<Option<Seen>, StoreError>;
+    /// At most `limit` distinct users that have a route and share a direct conversation or a
+    /// `push` group with `user_id` now: who is told when the user comes or goes.
+    async fn presence_peers(&self, user_id: &UserId, limit: u32)
+        -> Result<Vec<UserId>, StoreError>;
+    /// Whom `user_id` typing in `conv_id` reaches: the delivery mode and at most `limit` other
+    /// current members that have a route (none in a pull conversation). `None` when the
+    /// conversation does not exist or `user_id` is not a current member (P10: the same).
+    async fn typing_targets(
+        &self,
+        conv_id: &ConvId,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Option<TypingTargets>, StoreError>;
+    /// The presence of those of `users` that are `viewer` or share a conversation with
+    /// `viewer` now, by user id; unknown users and strangers are left out alike.
+    async fn presence_of(
+        &self,
+        viewer: &UserId,
+        users: &[UserId],
+    ) -> Result<Vec<UserPresence>, StoreError>;
 }

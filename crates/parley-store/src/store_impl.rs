@@ -8,6 +8,7 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::{admin, create, join, leave, read_mark, recall, retention, role, route};
+use crate::presence::{self, Presence};
 use crate::store::Store;
 use crate::types::*;
 use crate::{read, views};
@@ -185,6 +186,10 @@ impl<B: Backend> Store for B {
     }
 
     async fn reap_routes(&self, batch_len_max: u32) -> Result<u64, StoreError> {
+        Ok(self.reap_expired(batch_len_max).await?.len() as u64)
+    }
+
+    async fn reap_route_users(&self, batch_len_max: u32) -> Result<Vec<UserId>, StoreError> {
         self.reap_expired(batch_len_max).await
     }
 
@@ -225,5 +230,43 @@ impl<B: Backend> Store for B {
         limit: u32,
     ) -> Result<Vec<Event>, StoreError> {
         read::log_range(self, conv_id, (after, upto), limit).await
+    }
+
+    async fn user_routes(&self, user_id: &UserId) -> Result<i64, StoreError> {
+        presence::user_routes(self, user_id).await
+    }
+
+    async fn mark_seen(&self, user_id: &UserId) -> Result<Option<Seen>, StoreError> {
+        Ok(Presence::mark_seen(self, user_id)
+            .await?
+            .map(|(routes_left, last_seen)| Seen {
+                routes_left,
+                last_seen,
+            }))
+    }
+
+    async fn presence_peers(
+        &self,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Vec<UserId>, StoreError> {
+        presence::presence_peers(self, user_id, limit).await
+    }
+
+    async fn typing_targets(
+        &self,
+        conv_id: &ConvId,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Option<TypingTargets>, StoreError> {
+        presence::typing_targets(self, conv_id, user_id, limit).await
+    }
+
+    async fn presence_of(
+        &self,
+        viewer: &UserId,
+        users: &[UserId],
+    ) -> Result<Vec<UserPresence>, StoreError> {
+        presence::presence_of(self, viewer, users).await
     }
 }

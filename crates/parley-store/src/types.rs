@@ -1,5 +1,6 @@
 //! Requests and answers of the store, in domain types.
 
+use chrono::{DateTime, Utc};
 use parley_domain::{
     Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, RequestHash, UserId,
 };
@@ -238,4 +239,29 @@ pub struct StoreDescription {
     /// `idle_in_transaction_session_timeout` of the store's PostgreSQL connections, in
     /// milliseconds (0: off); `None` where the store has no such setting.
     pub idle_in_transaction_timeout_ms: Option<u64>,
+}
+
+/// A user's presence as another user may see it (`GET /v1/presence`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserPresence {
+    pub user_id: UserId,
+    /// At least one of the user's devices has a route, on any gateway.
+    pub online: bool,
+    /// When the user's device last disconnected; `None` if never since presence was kept.
+    pub last_seen: Option<DateTime<Utc>>,
+}
+
+/// Whom a typing frame reaches: the conversation's mode, and its other current members that
+/// have a route (none read in a `pull` conversation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypingTargets {
+    pub mode: DeliveryMode,
+    pub online_others: Vec<UserId>,
+}
+
+/// What a disconnect left: the routes the user still has and the `last_seen` written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub routes_left: i64,
+    pub last_seen: DateTime<Utc>,
 }

@@ -43,6 +43,26 @@ pub struct Identity {
     pub device_id: String,
 }
 
+/// One user's presence in the answer of `GET /v1/presence` (and the fields of a `presence`
+/// frame): online while a device of theirs is connected; `last_seen` (RFC 3339 UTC) is when
+/// their last device disconnected, absent if never since presence was kept.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserPresence {
+    pub user_id: String,
+    pub online: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<String>,
+}
+
+/// The answer of `GET /v1/presence`: the asked users the caller may see, by user id. Unknown
+/// users and users who share no conversation with the caller are absent alike (P10).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresenceList {
+    pub presence: Vec<UserPresence>,
+}
+
 /// An answer of events-after (ascending) or of a history page (descending). `E` is the event
 /// as each side holds it: the server writes its domain event, a client reads [`Event`].
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -161,6 +181,29 @@ mod tests {
         round_trip(
             &ack,
             json!({"conv_id": "c", "seq": 3, "message_id": "m", "dup": true, "purged": true}),
+        );
+    }
+
+    #[test]
+    fn presence_lists_round_trip() {
+        round_trip(
+            &PresenceList {
+                presence: vec![
+                    UserPresence {
+                        user_id: "ana".into(),
+                        online: true,
+                        last_seen: None,
+                    },
+                    UserPresence {
+                        user_id: "ben".into(),
+                        online: false,
+                        last_seen: Some("2024-01-01T00:00:00.000000Z".into()),
+                    },
+                ],
+            },
+            json!({"presence": [{"user_id": "ana", "online": true},
+                   {"user_id": "ben", "online": false,
+                    "last_seen": "2024-01-01T00:00:00.000000Z"}]}),
         );
     }
 

@@ -47,6 +47,11 @@ pub enum Request {
     },
     /// Answered by a `pong`; also counts as activity against the server's idle timeout.
     Ping,
+    /// The device's user is typing in `conv_id`: ephemeral, never in the log and never acked.
+    /// Relayed as [`ServerFrame::Typing`] to the other members' online devices; answered only
+    /// when refused (`NOT_MEMBER`, `BAD_REQUEST`). Its `req_id` is optional: a refusal echoes
+    /// it, or `null` without one.
+    Typing { conv_id: String },
 }
 
 impl<Id: Serialize> ClientFrame<Id> {
@@ -71,6 +76,13 @@ impl<Id: DeserializeOwned> ClientFrame<Id> {
             }
         };
         let req_id = fields.remove("req_id");
+        // A typing frame may come without a `req_id`, since nothing answers it when accepted.
+        let req_id = match req_id {
+            None if fields.get("type").and_then(Value::as_str) == Some("typing") => {
+                Some(Value::Null)
+            }
+            other => other,
+        };
         // A unit variant of an internally tagged enum ignores other fields, so a ping's are
         // refused here: it takes none but its `req_id`.
         if fields.len() > 1 && fields.get("type").and_then(Value::as_str) == Some("ping") {
@@ -166,6 +178,22 @@ pub enum ServerFrame<Id = Option<String>, E = Event> {
     Read { conv_id: String, read_seq: i64 },
     /// A newer connection of this device took over; close code 4001 follows.
     Kicked,
+    /// `user_id` is typing in `conv_id` (ephemeral): show it for `expires_ms` milliseconds
+    /// unless another typing frame of the same user and conversation renews it.
+    Typing {
+        conv_id: String,
+        user_id: String,
+        expires_ms: u64,
+    },
+    /// `user_id` came online (their first device connected) or went offline (their last device
+    /// disconnected; `last_seen` is when, RFC 3339 UTC). Sent only to users who share a direct
+    /// conversation or a `push` group with them.
+    Presence {
+        user_id: String,
+        online: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_seen: Option<String>,
+    },
     Pong {
         #[serde(default, deserialize_with = "echoed")]
         req_id: Id,
@@ -304,6 +332,15 @@ mod tests {
                 frame("r5", Request::Ping),
                 json!({"type": "ping", "req_id": "r5"}),
             ),
+            (
+                frame(
+                    "r6",
+                    Request::Typing {
+                        conv_id: "c".into(),
+                    },
+                ),
+                json!({"type": "typing", "req_id": "r6", "conv_id": "c"}),
+            ),
         ];
         for (frame, expected) in cases {
             assert_eq!(encode(&frame), expected);
@@ -337,6 +374,21 @@ mod tests {
             assert_eq!(frame.req_id, req_id);
             assert_eq!(frame.request, Request::Ping);
         }
+    }
+
+    #[test]
+    fn a_typing_frame_needs_no_req_id() {
+        let text = json!({"type": "typing", "conv_id": "c"}).to_string();
+        let frame: ClientFrame<Value> = serde_json::from_str(&text).expect("decodes");
+        assert_eq!(frame.req_id, Value::Null);
+        assert_eq!(
+            frame.request,
+            Request::Typing {
+                conv_id: "c".into()
+            }
+        );
+        let extra = json!({"type": "typing", "conv_id": "c", "user_id": "u"});
+        assert!(ClientFrame::<Value>::from_value(extra).is_err());
     }
 
     #[test]
@@ -423,6 +475,23 @@ mod tests {
                 json!({"type": "read", "conv_id": "c", "read_seq": 8}),
             ),
             (ServerFrame::Kicked, json!({"type": "kicked"})),
+            (
+                ServerFrame::Typing {
+                    conv_id: "c".into(),
+                    user_id: "ana".into(),
+                    expires_ms: 5000,
+                },
+                json!({"type": "typing", "conv_id": "c", "user_id": "ana", "expires_ms": 5000}),
+            ),
+            (
+                ServerFrame::Presence {
+                    user_id: "ana".into(),
+                    online: false,
+                    last_seen: Some("2024-01-01T00:00:00.000000Z".into()),
+                },
+                json!({"type": "presence", "user_id": "ana", "online": false,
+                       "last_seen": "2024-01-01T00:00:00.000000Z"}),
+            ),
             (
                 ServerFrame::Pong {
                     req_id: json!("p1"),
@@ -515,7 +584,15 @@ mod tests {
                 },
             ),
             (r#"{"type":"kicked","by":"x"}"#, ServerFrame::Kicked),
-            (r#"{"type":"presence","user":"ana"}"#, ServerFrame::Unknown),
+            (r#"{"type":"receipt","user":"ana"}"#, ServerFrame::Unknown),
+            (
+                r#"{"type":"presence","user_id":"ana","online":true,"x":1}"#,
+                ServerFrame::Presence {
+                    user_id: "ana".into(),
+                    online: true,
+                    last_seen: None,
+                },
+            ),
         ];
         for (text, expected) in cases {
             assert_eq!(ServerFrame::parse(text), Ok(expected), "{text}");

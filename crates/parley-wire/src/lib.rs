@@ -24,7 +24,9 @@ pub mod frame;
 mod fuzz_tests;
 pub mod typed;
 
-pub use answer::{Event, EventKind, EventsPage, Identity, ReadAck, RecallAck, SendAck};
+pub use answer::{
+    Event, EventKind, EventsPage, Identity, PresenceList, ReadAck, RecallAck, SendAck, UserPresence,
+};
 pub use error::{code, ErrorBody, ErrorCode, ErrorDetail};
 pub use frame::{ClientFrame, EchoedReqId, FrameError, Request, ServerFrame};
 pub use typed::{MembershipChange, Message, Recall, TypedEvent};

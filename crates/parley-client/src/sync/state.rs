@@ -162,7 +162,9 @@ impl SyncState {
                 true
             }
             Delivery::Reconnected => true,
-            Delivery::Disconnected { .. }
+            Delivery::Typing { .. }
+            | Delivery::Presence { .. }
+            | Delivery::Disconnected { .. }
             | Delivery::Kicked
             | Delivery::Revoked
             | Delivery::Unreachable => false,

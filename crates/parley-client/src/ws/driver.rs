@@ -189,6 +189,13 @@ impl Driver {
             Some(Command::Request { request, reply }) => {
                 self.write_request(socket, request, reply).await
             }
+            Some(Command::Fire(request)) => {
+                let frame = ClientFrame {
+                    req_id: self.link.next_req_id(),
+                    request,
+                };
+                write(socket, &frame).await
+            }
         }
     }
 
@@ -288,6 +295,30 @@ impl Driver {
             }
             ServerFrame::Read { conv_id, read_seq } => {
                 self.sequencer.notice(Delivery::Read { conv_id, read_seq });
+                Ok(())
+            }
+            ServerFrame::Typing {
+                conv_id,
+                user_id,
+                expires_ms,
+            } => {
+                self.sequencer.notice(Delivery::Typing {
+                    conv_id,
+                    user_id,
+                    expires_ms,
+                });
+                Ok(())
+            }
+            ServerFrame::Presence {
+                user_id,
+                online,
+                last_seen,
+            } => {
+                self.sequencer.notice(Delivery::Presence {
+                    user_id,
+                    online,
+                    last_seen,
+                });
                 Ok(())
             }
             ServerFrame::Kicked => return Some(Ended::Stop(StopReason::Kicked)),

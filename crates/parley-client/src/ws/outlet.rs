@@ -123,6 +123,33 @@ impl Outlet {
                     self.held.push_back(Delivery::Reconnected);
                 }
             }
+            // Typing is stale by the time a far-behind app would read it.
+            Delivery::Typing { .. } => {}
+            Delivery::Presence {
+                user_id,
+                online,
+                last_seen,
+            } => {
+                let earlier = self.held.iter_mut().find_map(|held| match held {
+                    Delivery::Presence {
+                        user_id: u,
+                        online: o,
+                        last_seen: l,
+                    } if *u == user_id => Some((o, l)),
+                    _ => None,
+                });
+                if let Some((o, l)) = earlier {
+                    (*o, *l) = (online, last_seen);
+                } else if self.held.len() < HELD_LEN_MAX {
+                    self.held.push_back(Delivery::Presence {
+                        user_id,
+                        online,
+                        last_seen,
+                    });
+                } else {
+                    tracing::warn!(user_id, "too many notices held; dropping a presence change");
+                }
+            }
             other => self.held.push_back(other),
         }
     }

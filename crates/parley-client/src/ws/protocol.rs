@@ -34,6 +34,21 @@ pub enum Delivery {
     /// The conversation's log was rebuilt: the app's copy is void and the conversation is
     /// delivered again from its start in the new `epoch`.
     EpochChanged { conv_id: String, epoch: i64 },
+    /// `user_id`, another member of `conv_id`, is typing: show it for `expires_ms`
+    /// milliseconds unless another arrives. Ephemeral: dropped while the app is far behind.
+    Typing {
+        conv_id: String,
+        user_id: String,
+        expires_ms: u64,
+    },
+    /// `user_id`, who shares a direct conversation or a push group with the caller, came
+    /// online or went offline (`last_seen`, RFC 3339 UTC). While the app is far behind, several
+    /// changes of one user come as one, the latest.
+    Presence {
+        user_id: String,
+        online: bool,
+        last_seen: Option<String>,
+    },
     /// A newer connection of this device took over; the session has stopped.
     Kicked,
     /// The device's token was revoked or re-issued; the session has stopped.
@@ -129,6 +144,9 @@ pub(crate) type Reply = oneshot::Sender<Result<Value, ClientError>>;
 pub(crate) enum Command {
     /// A request to write with a fresh `req_id`; its answer goes to `reply`.
     Request { request: Request, reply: Reply },
+    /// A frame nothing answers when it is accepted (`typing`): written with a fresh `req_id`
+    /// and forgotten, so a refusal finds no request waiting and is dropped.
+    Fire(Request),
     /// Drop the connection and come back at once.
     Reconnect,
 }

@@ -237,6 +237,20 @@ impl RealtimeHandle {
         .await
     }
 
+    /// Tells the other members of `conv_id` that the user is typing (SPEC §7, ephemeral).
+    /// Fire and forget: nothing answers an accepted frame, a refusal (`NOT_MEMBER`) is not
+    /// reported, and the server relays at most one per second per device and conversation,
+    /// so calling it on every keystroke is fine. Errs only when the session stopped.
+    pub async fn typing(&self, conv_id: &str) -> Result<(), ClientError> {
+        self.inner
+            .commands
+            .send(Command::Fire(Request::Typing {
+                conv_id: conv_id.to_owned(),
+            }))
+            .await
+            .map_err(|_| self.stopped())
+    }
+
     /// One application ping; answers the time until its pong, queueing included.
     pub async fn ping(&self) -> Result<Duration, ClientError> {
         let started = Instant::now();

@@ -27,10 +27,14 @@ pub async fn wait_for(rt: &mut Realtime, wanted: impl Fn(&Delivery) -> bool) -> 
     }
 }
 
-/// Nothing arrives for `ms` (the queue holds no further delivery).
+/// Nothing but ephemeral deliveries (typing, presence: other users coming and going) arrives
+/// for `ms`.
 pub async fn quiet(rt: &mut Realtime, ms: u64) -> Result<()> {
-    if let Ok(d) = tokio::time::timeout(Duration::from_millis(ms), rt.next()).await {
-        bail!("unexpected delivery {d:?}");
+    let until = tokio::time::Instant::now() + Duration::from_millis(ms);
+    while let Ok(d) = tokio::time::timeout_at(until, rt.next()).await {
+        if !matches!(d, Some(Delivery::Typing { .. } | Delivery::Presence { .. })) {
+            bail!("unexpected delivery {d:?}");
+        }
     }
     Ok(())
 }

@@ -391,3 +391,57 @@ async fn a_revoked_device_stops(store: StoreKind) -> Result<()> {
     ensure!(rt.handle().stop_reason() == Some(StopReason::Revoked));
     Ok(())
 }
+
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    typing_and_presence_reach_the_other_member
+);
+/// The session delivers a co-member's presence and typing, and `typing` sends one; the
+/// presence endpoint fills the initial view.
+async fn typing_and_presence_reach_the_other_member(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
+    let ana = server.user_with_device("ana").await;
+    let ben = server.user_with_device("ben").await;
+    let chat = ana
+        .create_conversation(&NewConversation::direct("ben"))
+        .await?;
+    let conv = chat.conv_id.as_str();
+    let mut rt_ben = connect(&ben).await?;
+    rt_ben.ping().await?;
+
+    let rt_ana = connect(&ana).await?;
+    let d = wait_for(&mut rt_ben, |d| matches!(d, Delivery::Presence { .. })).await?;
+    ensure!(
+        d == Delivery::Presence {
+            user_id: "ana".into(),
+            online: true,
+            last_seen: None
+        },
+        "{d:?}"
+    );
+    let seen = ben.presence(&["ana", "ghost"]).await?;
+    ensure!(
+        seen.len() == 1 && seen[0].user_id == "ana" && seen[0].online,
+        "{seen:?}"
+    );
+
+    rt_ana.typing(conv).await?;
+    let d = wait_for(&mut rt_ben, |d| matches!(d, Delivery::Typing { .. })).await?;
+    ensure!(
+        d == Delivery::Typing {
+            conv_id: conv.to_owned(),
+            user_id: "ana".into(),
+            expires_ms: 5_000
+        },
+        "{d:?}"
+    );
+
+    rt_ana.close().await;
+    let d = wait_for(&mut rt_ben, |d| matches!(d, Delivery::Presence { .. })).await?;
+    ensure!(
+        matches!(&d, Delivery::Presence { user_id, online: false, last_seen: Some(_) }
+            if user_id == "ana"),
+        "{d:?}"
+    );
+    Ok(())
+}

@@ -2,6 +2,7 @@
 //! and the client frame as the server reads it.
 
 use axum::extract::ws::{Message, Utf8Bytes};
+use chrono::{DateTime, SecondsFormat, Utc};
 use parley_domain::Event;
 use parley_wire::ServerFrame;
 use serde::Serialize;
@@ -87,6 +88,30 @@ pub fn hint(conv_id: &str, head: i64) -> Message {
         conv_id: conv_id.to_owned(),
         head,
     })
+}
+
+/// `{type:"typing", conv_id, user_id, expires_ms}`: `user_id` is typing (ephemeral, SPEC §7).
+pub fn typing(conv_id: &str, user_id: &str, expires_ms: u64) -> Message {
+    text(&ServerFrame::Typing {
+        conv_id: conv_id.to_owned(),
+        user_id: user_id.to_owned(),
+        expires_ms,
+    })
+}
+
+/// `{type:"presence", user_id, online, last_seen?}`, `last_seen` in RFC 3339 UTC with the
+/// stores' microseconds, like every time of the API.
+pub fn presence(user_id: &str, online: bool, last_seen: Option<DateTime<Utc>>) -> Message {
+    text(&ServerFrame::Presence {
+        user_id: user_id.to_owned(),
+        online,
+        last_seen: last_seen.map(rfc3339),
+    })
+}
+
+/// A time as the API writes it: RFC 3339, UTC, six fractional digits.
+pub fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
 pub fn kicked() -> Message {

@@ -22,6 +22,7 @@ use parley_store::Store;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::ephemeral::PresenceQueue;
 use crate::metrics::Metrics;
 
 /// Default lease length: a crashed gateway's routes converge within two of it.
@@ -174,6 +175,7 @@ impl Lease {
         store: Arc<dyn Store>,
         gateway_id: String,
         metrics: Arc<Metrics>,
+        presence: Arc<PresenceQueue>,
         stop: CancellationToken,
     ) {
         let mut every = tokio::time::interval(self.renew_interval());
@@ -185,7 +187,7 @@ impl Lease {
             }
             let ticked = async {
                 if self.renew(&*store, &gateway_id).await {
-                    reap(&*store, &metrics).await;
+                    reap(&*store, &metrics, &presence).await;
                 }
             };
             tokio::select! {
@@ -198,10 +200,17 @@ impl Lease {
 
 /// One tick of route convergence: batches until one comes back short, at most
 /// `REAP_BATCHES_PER_TICK_MAX`.
-async fn reap(store: &dyn Store, metrics: &Metrics) {
+/// The users of reaped routes go to the presence queue: those left without a route are
+/// announced offline, with `last_seen` the time of the reap (best effort: the queue may be
+/// full, and the user's connection ended earlier, when the gateway died).
+async fn reap(store: &dyn Store, metrics: &Metrics, presence: &PresenceQueue) {
     for _ in 0..REAP_BATCHES_PER_TICK_MAX {
-        match store.reap_routes(REAP_BATCH_LEN_MAX).await {
-            Ok(reaped) => {
+        match store.reap_route_users(REAP_BATCH_LEN_MAX).await {
+            Ok(mut users) => {
+                let reaped = users.len() as u64;
+                users.sort_unstable_by(|a, b| a.as_str().cmp(b.as_str()));
+                users.dedup();
+                users.iter().for_each(|u| presence.disconnected(u));
                 metrics.routes_reaped.inc_by(reaped);
                 if reaped > 0 {
                     tracing::info!(routes = reaped, "reaped routes of expired gateways");

@@ -2,6 +2,7 @@
 //! committed events to them (`fanout`) and of the bus's notices (`notices`), the socket
 //! protocol (`socket`, `frames`), and the gateway's lease in the store.
 
+pub mod ephemeral;
 pub mod fanout;
 pub mod frames;
 pub mod hints;
@@ -32,6 +33,10 @@ pub struct Gateway {
     hints: Arc<Hints>,
     connections: TaskTracker,
     lease: Arc<Lease>,
+    /// Typing frames let through per device and conversation.
+    typing: ephemeral::TypingLimiter,
+    /// Route changes on their way to presence notices.
+    presence: Arc<ephemeral::PresenceQueue>,
     /// The renewal and reaper loop, stopped and awaited before the lease is released so no
     /// renewal can bring the row back after it.
     lease_task: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
@@ -48,6 +53,8 @@ impl Gateway {
             metrics,
             connections: TaskTracker::new(),
             lease: Arc::new(Lease::new(lease_ms)),
+            typing: ephemeral::TypingLimiter::default(),
+            presence: Arc::default(),
             lease_task: Mutex::new(None),
         }
     }
@@ -55,6 +62,14 @@ impl Gateway {
     /// This gateway's lease in the store.
     pub fn lease(&self) -> &Lease {
         &self.lease
+    }
+
+    pub fn typing(&self) -> &ephemeral::TypingLimiter {
+        &self.typing
+    }
+
+    pub fn presence(&self) -> &Arc<ephemeral::PresenceQueue> {
+        &self.presence
     }
 
     pub fn id(&self) -> &str {
@@ -81,12 +96,15 @@ impl Gateway {
             self.metrics.pushes.clone(),
         );
         tokio::spawn(fanout.run(bus.subscribe(), stop.clone()));
+        self.presence
+            .start(store.clone(), bus.clone(), stop.clone());
         tokio::spawn(self.hints.clone().run(stop));
         let lease_stop = CancellationToken::new();
         let task = tokio::spawn(self.lease.clone().run(
             store,
             self.id.clone(),
             self.metrics.clone(),
+            self.presence.clone(),
             lease_stop.clone(),
         ));
         *self

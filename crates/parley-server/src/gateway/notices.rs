@@ -9,6 +9,9 @@ use parley_bus::Notice;
 use parley_domain::{ConvId, DeviceId, UserId};
 use parley_store::Store;
 
+use axum::extract::ws::Message;
+
+use super::ephemeral::TYPING_EXPIRES_MS;
 use super::frames;
 use super::hub::{CloseReason, ConnHandle, Hub};
 
@@ -16,7 +19,8 @@ use super::hub::{CloseReason, ConnHandle, Hub};
 /// to the device that moved it); the connections of a revoked or replaced device token close
 /// with 4003; a route taken by a connection on another gateway closes the one connection it
 /// named, if `gateway_id` (this gateway) holds it, with 4001. Roles are not kept on the gateway
-/// and change nothing a connection sees, so a role change pushes nothing.
+/// and change nothing a connection sees, so a role change pushes nothing. Typing and presence
+/// go to the connections here of the users the notice names (`ephemeral.rs` chose them).
 pub async fn apply(hub: &Hub, store: &dyn Store, gateway_id: &str, notice: &Notice) {
     match notice {
         Notice::ReadMoved {
@@ -30,6 +34,33 @@ pub async fn apply(hub: &Hub, store: &dyn Store, gateway_id: &str, notice: &Noti
         }
         Notice::RoleChanged { .. } => {}
         Notice::RouteTaken { .. } => kick_replaced(hub, gateway_id, notice),
+        Notice::Typing {
+            conv_id,
+            user_id,
+            recipients,
+        } => {
+            let frame = frames::typing(conv_id.as_str(), user_id.as_str(), TYPING_EXPIRES_MS);
+            push_to_users(hub, recipients, user_id, &frame);
+        }
+        Notice::Presence {
+            user_id,
+            online,
+            last_seen,
+            recipients,
+        } => {
+            let frame = frames::presence(user_id.as_str(), *online, *last_seen);
+            push_to_users(hub, recipients, user_id, &frame);
+        }
+    }
+}
+
+/// An ephemeral frame, built once, to every connection here of each recipient. The user it is
+/// about is never a recipient of their own typing or presence, whatever the notice names.
+fn push_to_users(hub: &Hub, recipients: &[UserId], about: &UserId, frame: &Message) {
+    for user in recipients.iter().filter(|u| *u != about) {
+        hub.for_each_of(user, |c| {
+            c.push(frame.clone());
+        });
     }
 }
 

@@ -198,6 +198,10 @@ async fn serve_connection(
         metrics.route_claims.inc();
         handle.mark_route_claimed();
     }
+    if let Ok(None) = &claimed {
+        // No connection of this device held the route: the user may have just come online.
+        gateway.presence().connected(&device.user_id);
+    }
     match claimed {
         Ok(Some(prev)) if prev.conn_id != conn_id => {
             metrics.route_kicks.inc();
@@ -235,12 +239,16 @@ async fn serve_connection(
 
     gateway.hub().unregister(&device.user_id, &conn_id);
     // P9: only this connection's own route is removed, never a newer one's.
-    if let Err(e) = state
+    match state
         .store()
         .release_route(&device.user_id, &device.device_id, &conn_id)
         .await
     {
-        tracing::warn!(error = %e, "route release failed");
+        // The device's route is gone: the user may have gone offline, and is last seen now.
+        Ok(true) => gateway.presence().disconnected(&device.user_id),
+        // A newer connection of the device holds the route: the user stays online.
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "route release failed"),
     }
 }
 
@@ -319,7 +327,9 @@ fn on_text(
     );
     inflight.spawn(
         async move {
-            handle.push(answer(&state, &device, req_id, request).await);
+            if let Some(frame) = answer(&state, &device, req_id, request).await {
+                handle.push(frame);
+            }
         }
         .instrument(span),
     );
@@ -335,19 +345,26 @@ fn logged_req_id(req_id: &Value) -> String {
     }
 }
 
-/// Runs one request the way HTTP runs it, and answers with its `ack` or `error`.
+/// Runs one request the way HTTP runs it, and answers with its `ack` or `error`; an accepted
+/// typing frame has no answer.
 async fn answer(
     state: &AppState,
     device: &DeviceIdentity,
     req_id: Value,
     request: FrameRequest,
-) -> Message {
-    match request {
+) -> Option<Message> {
+    Some(match request {
         FrameRequest::Ping => frames::pong(req_id),
         FrameRequest::Send(send) => frames::reply(req_id, send.run(state, device).await),
         FrameRequest::Read(read) => frames::reply(req_id, read.run(state, device).await),
         FrameRequest::Sync(sync) => frames::reply(req_id, sync.run(state, device).await),
-    }
+        FrameRequest::Typing(conv_id) => {
+            match super::ephemeral::typing(state, device, conv_id).await {
+                Ok(()) => return None,
+                Err(e) => frames::error(req_id, &e),
+            }
+        }
+    })
 }
 
 /// Holds one place in an open connections gauge for as long as it lives.

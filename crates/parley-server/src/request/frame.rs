@@ -1,5 +1,6 @@
 //! A WebSocket text frame turned into a request of this layer.
 
+use parley_domain::ConvId;
 use parley_wire::Request;
 use serde_json::Value;
 
@@ -14,6 +15,8 @@ pub enum FrameRequest {
     Send(SendMessage),
     Read(MarkRead),
     Sync(SyncAfter),
+    /// Ephemeral: relayed, or refused with `NOT_MEMBER`; never acked.
+    Typing(ConvId),
 }
 
 /// Parses one text frame: malformed JSON, then an oversized message body (413 outranks 400),
@@ -36,6 +39,7 @@ impl FrameRequest {
             Self::Send(_) => "send",
             Self::Read(_) => "read",
             Self::Sync(_) => "sync",
+            Self::Typing(_) => "typing",
         }
     }
 }
@@ -75,6 +79,7 @@ fn checked(value: Value, body_bytes_max: usize) -> Result<FrameRequest, ApiError
             limit,
             epoch,
         } => FrameRequest::Sync(SyncAfter::from_frame(&conv_id, after, limit, epoch)?),
+        Request::Typing { conv_id } => FrameRequest::Typing(fields::conv_id(&conv_id)?),
     })
 }
 
@@ -116,6 +121,17 @@ mod tests {
         ));
         let (req_id, ping) = parse(r#"{"type":"ping","req_id":9}"#, 16);
         assert_eq!((req_id, ping.ok()), (json!(9), Some(FrameRequest::Ping)));
+        let (req_id, typing) = parse(r#"{"type":"typing","conv_id":"c-1"}"#, 16);
+        assert_eq!(req_id, Value::Null);
+        assert_eq!(
+            typing.ok(),
+            Some(FrameRequest::Typing(fields::conv_id("c-1").expect("id")))
+        );
+        let (req_id, typing) = parse(r#"{"type":"typing","req_id":"t","conv_id":"a b"}"#, 16);
+        assert_eq!(
+            (req_id, typing.err().map(|e| e.code())),
+            (json!("t"), Some("BAD_REQUEST"))
+        );
     }
 
     #[test]

@@ -111,7 +111,7 @@ proptest! {
                 prop_assert!(sync.after >= 0 && sync.epoch.is_none_or(|e| e >= 0));
                 prop_assert!(sync.limit >= 1);
             }
-            Ok(FrameRequest::Read(_) | FrameRequest::Ping) => {}
+            Ok(FrameRequest::Read(_) | FrameRequest::Ping | FrameRequest::Typing(_)) => {}
             Err(e) => prop_assert!(
                 matches!(e.status().as_u16(), 400 | 413),
                 "a frame refused with {}", e.status()

@@ -10,6 +10,7 @@ mod me;
 mod members;
 mod messages;
 mod metrics;
+mod presence;
 mod read;
 mod recall;
 mod server_info;
@@ -51,6 +52,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(read::mark))
         .routes(routes!(crate::gateway::socket::upgrade))
         .routes(routes!(me::me))
+        .routes(routes!(presence::list))
         .routes(routes!(metrics::admin_only))
         .routes(routes!(web::page))
         .routes(routes!(web::asset))

@@ -26,6 +26,7 @@ mod seed_case;
 mod server_info;
 mod sync_and_read;
 mod two_gateways;
+mod typing_presence;
 mod verify_checks;
 mod waits;
 mod web_client;

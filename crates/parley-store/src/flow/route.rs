@@ -20,8 +20,8 @@ pub(crate) trait Gateways {
     fn release_lease(&self, gateway_id: &str) -> impl StoreFuture<u64>;
     /// Deletes at most `batch_len_max` routes whose gateway's lease expired or whose gateway
     /// row is gone, then the expired gateway rows left without routes; answers how many
-    /// routes. Rows another reaper holds are skipped, never waited for.
-    fn reap_expired(&self, batch_len_max: u32) -> impl StoreFuture<u64>;
+    /// routes' users, one per route. Rows another reaper holds are skipped, never waited for.
+    fn reap_expired(&self, batch_len_max: u32) -> impl StoreFuture<Vec<UserId>>;
     /// Every registered gateway with its lease's remaining time and its route count, by id.
     fn leases(&self) -> impl StoreFuture<Vec<GatewayLease>>;
 }

@@ -48,17 +48,17 @@ impl Gateways for PgStore {
     /// Two statements on one connection, each its own transaction: the batch of routes, then
     /// the gateway rows it left empty (a route deleted by the first statement is still visible
     /// to a second part of the same statement, so they cannot be one).
-    async fn reap_expired(&self, batch_len_max: u32) -> Result<u64, StoreError> {
+    async fn reap_expired(&self, batch_len_max: u32) -> Result<Vec<UserId>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let reaped: i64 = sqlx::query_scalar(REAP_ROUTES_SQL)
+        let reaped: Vec<String> = sqlx::query_scalar(REAP_ROUTES_SQL)
             .bind(i64::from(batch_len_max))
-            .fetch_one(&mut *conn)
+            .fetch_all(&mut *conn)
             .await?;
         sqlx::query(REAP_GATEWAYS_SQL)
             .bind(i64::from(batch_len_max))
             .execute(&mut *conn)
             .await?;
-        Ok(u64::try_from(reaped).unwrap_or(0))
+        Ok(reaped.into_iter().map(UserId::from_trusted).collect())
     }
 
     async fn leases(&self) -> Result<Vec<GatewayLease>, StoreError> {
@@ -84,7 +84,7 @@ const RELEASE_LEASE_SQL: &str = "WITH released AS (
      )
      SELECT count(*) FROM released";
 
-/// `$1` the batch length. The routes of expired or unregistered gateways are locked in the CTE
+/// `$1` the batch length; answers the user of each deleted route. The routes of expired or unregistered gateways are locked in the CTE
 /// with `SKIP LOCKED`, so reapers on several gateways take disjoint batches and never wait on
 /// one another or on a claim in progress; the delete checks the gateway again, so a route that
 /// a live gateway claimed meanwhile is kept.
@@ -97,9 +97,9 @@ const REAP_ROUTES_SQL: &str = "WITH doomed AS (
      ), reaped AS (
        DELETE FROM routes r USING doomed d
        WHERE r.user_id = d.user_id AND r.device_id = d.device_id AND r.gateway_id = d.gateway_id
-       RETURNING 1
+       RETURNING r.user_id
      )
-     SELECT count(*) FROM reaped";
+     SELECT user_id FROM reaped";
 
 /// `$1` the batch length: expired gateway rows without routes.
 const REAP_GATEWAYS_SQL: &str = "WITH idle AS (
@@ -134,5 +134,32 @@ impl RouteTx for PgTx<'_> {
         .execute(&mut **self)
         .await?;
         Ok(())
+    }
+}
+
+impl crate::presence::Presence for PgStore {
+    const PRESENCE_OF_SQL: &'static str =
+        "SELECT u.user_id, u.last_seen_at,
+                (SELECT count(*) FROM routes r WHERE r.user_id = u.user_id) AS routes
+         FROM users u
+         WHERE u.user_id = ANY($2)
+           AND (u.user_id = $1 OR EXISTS (
+             SELECT 1 FROM membership_periods a
+             JOIN membership_periods b ON b.conv_id = a.conv_id
+             WHERE a.user_id = $1 AND a.to_seq IS NULL AND b.user_id = u.user_id AND b.to_seq IS NULL))";
+
+    /// One statement on the pool, by the database's clock like every stored time.
+    async fn mark_seen(
+        &self,
+        user_id: &UserId,
+    ) -> Result<Option<(i64, chrono::DateTime<chrono::Utc>)>, StoreError> {
+        let found: Option<(chrono::DateTime<chrono::Utc>, i64)> = sqlx::query_as(
+            "UPDATE users SET last_seen_at = now() WHERE user_id = $1
+             RETURNING last_seen_at, (SELECT count(*) FROM routes WHERE user_id = $1)",
+        )
+        .bind(user_id.as_str())
+        .fetch_optional(&mut *self.pool.acquire().await?)
+        .await?;
+        Ok(found.map(|(at, routes)| (routes, at)))
     }
 }

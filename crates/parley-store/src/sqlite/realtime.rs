@@ -57,22 +57,21 @@ impl Gateways for SqliteStore {
     }
 
     /// In one write transaction: with one writer there is no other reaper to skip.
-    async fn reap_expired(&self, batch_len_max: u32) -> Result<u64, StoreError> {
+    async fn reap_expired(&self, batch_len_max: u32) -> Result<Vec<UserId>, StoreError> {
         let at = ts(now());
         let mut tx = self.begin_write().await?;
-        let reaped = sqlx::query(REAP_ROUTES_SQL)
+        let reaped: Vec<String> = sqlx::query_scalar(REAP_ROUTES_SQL)
             .bind(&at)
             .bind(i64::from(batch_len_max))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            .fetch_all(&mut *tx)
+            .await?;
         sqlx::query(REAP_GATEWAYS_SQL)
             .bind(&at)
             .bind(i64::from(batch_len_max))
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(reaped)
+        Ok(reaped.into_iter().map(UserId::from_trusted).collect())
     }
 
     async fn leases(&self) -> Result<Vec<GatewayLease>, StoreError> {
@@ -94,11 +93,13 @@ impl Gateways for SqliteStore {
     }
 }
 
-/// `$1` now, `$2` the batch length: routes of expired or unregistered gateways.
+/// `$1` now, `$2` the batch length: routes of expired or unregistered gateways, answering the
+/// user of each.
 const REAP_ROUTES_SQL: &str = "DELETE FROM routes WHERE rowid IN (
        SELECT r.rowid FROM routes r LEFT JOIN gateways g ON g.gateway_id = r.gateway_id
        WHERE g.gateway_id IS NULL OR g.lease_until < $1
-       LIMIT $2)";
+       LIMIT $2)
+     RETURNING user_id";
 
 /// `$1` now, `$2` the batch length: expired gateway rows without routes.
 const REAP_GATEWAYS_SQL: &str = "DELETE FROM gateways WHERE gateway_id IN (
@@ -132,5 +133,36 @@ impl RouteTx for Tx<'_> {
         .execute(&mut **self)
         .await?;
         Ok(())
+    }
+}
+
+impl crate::presence::Presence for SqliteStore {
+    const PRESENCE_OF_SQL: &'static str =
+        "SELECT u.user_id, u.last_seen_at,
+                (SELECT count(*) FROM routes r WHERE r.user_id = u.user_id) AS routes
+         FROM users u
+         WHERE u.user_id IN (SELECT value FROM json_each($2))
+           AND (u.user_id = $1 OR EXISTS (
+             SELECT 1 FROM membership_periods a
+             JOIN membership_periods b ON b.conv_id = a.conv_id
+             WHERE a.user_id = $1 AND a.to_seq IS NULL AND b.user_id = u.user_id AND b.to_seq IS NULL))";
+
+    /// In its own write transaction.
+    async fn mark_seen(
+        &self,
+        user_id: &UserId,
+    ) -> Result<Option<(i64, chrono::DateTime<chrono::Utc>)>, StoreError> {
+        let at = now();
+        let mut tx = self.begin_write().await?;
+        let found: Option<i64> = sqlx::query_scalar(
+            "UPDATE users SET last_seen_at = $2 WHERE user_id = $1
+             RETURNING (SELECT count(*) FROM routes WHERE user_id = $1)",
+        )
+        .bind(user_id.as_str())
+        .bind(ts(at))
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(found.map(|routes| (routes, at)))
     }
 }

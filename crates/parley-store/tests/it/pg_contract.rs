@@ -424,3 +424,18 @@ async fn check_10_gateway_listing_is_sorted() -> Result<()> {
 async fn check_10_device_route_names_the_last_claim() -> Result<()> {
     contract::gateway_leases::device_route_names_the_last_claim(&*store().await).await
 }
+
+#[tokio::test]
+async fn store_presence_follows_routes_and_conversations() -> Result<()> {
+    contract::presence::presence_follows_routes_and_conversations(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_typing_targets_follow_membership() -> Result<()> {
+    contract::presence::typing_targets_follow_membership(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_reaped_routes_name_their_users() -> Result<()> {
+    contract::presence::reaped_routes_name_their_users(&*store().await).await
+}

@@ -244,3 +244,21 @@ async fn check_10_device_route_names_the_last_claim() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::gateway_leases::device_route_names_the_last_claim(&*store).await
 }
+
+#[tokio::test]
+async fn store_presence_follows_routes_and_conversations() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::presence::presence_follows_routes_and_conversations(&*store).await
+}
+
+#[tokio::test]
+async fn store_typing_targets_follow_membership() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::presence::typing_targets_follow_membership(&*store).await
+}
+
+#[tokio::test]
+async fn store_reaped_routes_name_their_users() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::presence::reaped_routes_name_their_users(&*store).await
+}

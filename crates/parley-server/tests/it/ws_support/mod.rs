@@ -23,8 +23,16 @@ pub enum Next {
     Quiet,
 }
 
+/// Presence frames (SPEC §7) come whenever a co-member's first device connects or last one
+/// disconnects, which most tests do not watch for: they are skipped unless asked for
+/// ([`Ws::with_presence`]).
 pub struct Ws {
     inner: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    presence: bool,
+}
+
+fn skipped(presence: bool, t: &str) -> bool {
+    !presence && t.starts_with(r#"{"type":"presence""#)
 }
 
 pub fn ws_url(base_url: &str) -> String {
@@ -40,7 +48,16 @@ impl Ws {
         req.headers_mut()
             .insert("authorization", format!("Bearer {token}").parse()?);
         let (inner, _) = tokio_tungstenite::connect_async(req).await?;
-        Ok(Ws { inner })
+        Ok(Ws {
+            inner,
+            presence: false,
+        })
+    }
+
+    /// This connection's reads return presence frames too.
+    pub fn with_presence(mut self) -> Self {
+        self.presence = true;
+        self
     }
 
     pub async fn send(&mut self, frame: Value) -> Result<()> {
@@ -65,6 +82,7 @@ impl Ws {
                 Ok(Some(m)) => m?,
             };
             match msg {
+                Message::Text(t) if skipped(self.presence, t.as_str()) => continue,
                 Message::Text(t) => return Ok(Some(serde_json::from_str(t.as_str())?)),
                 Message::Close(c) => bail!("closed: {c:?}"),
                 _ => continue,
@@ -83,6 +101,7 @@ impl Ws {
                 Ok(Some(Ok(m))) => m,
             };
             match msg {
+                Message::Text(t) if skipped(self.presence, t.as_str()) => continue,
                 Message::Text(t) => return Ok(Next::Frame(serde_json::from_str(t.as_str())?)),
                 Message::Close(Some(frame)) => return Ok(Next::Closed(u16::from(frame.code))),
                 Message::Close(None) => return Ok(Next::Closed(u16::from(CloseCode::Status))),
@@ -119,6 +138,7 @@ impl Ws {
             match msg {
                 Message::Close(Some(frame)) => return Ok((u16::from(frame.code), seen)),
                 Message::Close(None) => return Ok((u16::from(CloseCode::Status), seen)),
+                Message::Text(t) if skipped(self.presence, t.as_str()) => {}
                 Message::Text(t) => seen.push(serde_json::from_str(t.as_str())?),
                 _ => {}
             }
