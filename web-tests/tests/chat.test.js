@@ -163,9 +163,12 @@ describe("the web client", () => {
     await B.context.close();
   });
 
-  test("typing shows on the other side and expires", async () => {
+  test("typing shows on the other side and expires; the peer shows online", async () => {
     const shot = shooter("5-typing");
     const { a, A, B } = await pair(["tina", "tom"]);
+    // Presence: both are connected, so each header shows the peer online.
+    await eventually("Tina online in Tom's header", async () =>
+      (await B.page.textContent("#conv-sub")) === "online");
     await A.page.focus("#composer-input");
     await A.page.keyboard.type("I am wri", { delay: 40 });
     await eventually("the typing line on Tom's side", async () =>
@@ -177,7 +180,11 @@ describe("the web client", () => {
     const lastedMs = Date.now() - shownAt;
     assert.ok(lastedMs > 500, `the typing line lasted ${lastedMs} ms`);
     await shot(B.page, "typing-expired");
+    // Tina's only tab closes: Tom sees her offline, with when she was last seen.
     await A.context.close();
+    await eventually("Tina last seen in Tom's header", async () =>
+      (await B.page.textContent("#conv-sub")).startsWith("last seen"));
+    await shot(B.page, "peer-last-seen");
     await B.context.close();
   });
 
