@@ -43,3 +43,16 @@ build_parley_debug() {
   cargo build --quiet -p parley || return 1
   printf '%s\n' "$PWD/target/debug/parley"
 }
+
+# Installs Debian's package $2 when the command $1 is missing; $3 says what needs it. Needs
+# root and apt-get; without them, or when the install fails, it stops the script.
+ensure_package() {
+  local cmd="$1" package="$2" why="$3"
+  command -v "$cmd" >/dev/null 2>&1 && return
+  (( EUID == 0 )) && command -v apt-get >/dev/null 2>&1 \
+    || die "$cmd is missing and cannot be installed here; install it (apt-get install $package): $why"
+  say "$cmd is missing; installing Debian's package $package"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "$package" >/dev/null \
+    || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y "$package" >/dev/null; } \
+    || die "apt-get install $package failed: $why"
+}

@@ -5,7 +5,8 @@
 # `<test>::sqlite`) in the same nextest run, so one summary counts both. A missing PostgreSQL
 # fails the run; tests are never skipped for lack of one. Then scripts/cluster_smoke.sh runs
 # scripts/cluster.sh (three gateways on NATS behind nginx; nginx is installed with apt-get when
-# missing), scripts/verify.sh runs `parley verify` against a server on each store, scripts/chaos.sh
+# missing), scripts/verify.sh runs `parley verify` against a server on each store, scripts/browser.sh
+# drives the web client in headless Chromium, scripts/chaos.sh
 # runs five fault schedules under load, and last
 # scripts/schemathesis.sh checks a running server against its own OpenAPI
 # document on both stores.
@@ -84,19 +85,6 @@ check_nats() {
   die "NATS is not reachable on $NATS_HOST:$NATS_PORT; the NATS bus tests need it"
 }
 
-# The cluster smoke test needs Debian's nginx; a fresh machine gets it here, as root.
-# Installs Debian's package $2 when the command $1 is missing; $3 says what needs it.
-ensure_package() {
-  local cmd="$1" package="$2" why="$3"
-  command -v "$cmd" >/dev/null 2>&1 && return
-  (( EUID == 0 )) && command -v apt-get >/dev/null 2>&1 \
-    || die "$cmd is missing and cannot be installed here; install it (apt-get install $package): $why"
-  say "$cmd is missing; installing Debian's package $package"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y "$package" >/dev/null \
-    || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y "$package" >/dev/null; } \
-    || die "apt-get install $package failed: $why"
-}
-
 say "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -107,6 +95,7 @@ say "PostgreSQL"
 ensure_postgres
 say "NATS"
 check_nats
+# The cluster smoke test needs Debian's nginx; a fresh machine gets it here, as root.
 say "nginx"
 ensure_package nginx nginx "the cluster smoke test needs nginx"
 say "nftables"
@@ -136,6 +125,11 @@ bash scripts/cluster_smoke.sh || die "the cluster smoke test failed"
 # check PASS or NOT_RUN with its reason (docs/VERIFY.md).
 say "scripts/verify.sh"
 bash scripts/verify.sh --out target/verify || die "parley verify found a failing check"
+
+# The web client in Debian's headless Chromium against a server on the embedded store; the
+# screenshots of every step go to target/browser.
+say "scripts/browser.sh"
+bash scripts/browser.sh || die "the browser tests failed"
 
 # The short chaos run: five seeded fault schedules of 20 s under load on a cluster of its own;
 # any anomaly fails the run (docs/EVIDENCE.md has the long one).

@@ -42,6 +42,25 @@ pub fn bearer_from_headers(headers: &axum::http::HeaderMap) -> Option<&str> {
     (!token.is_empty()).then_some(token)
 }
 
+/// The WebSocket subprotocol a browser offers, and the server selects, for Parley's frames.
+pub const WS_SUBPROTOCOL: &str = "parley";
+/// Prefix of the subprotocol entry that carries a browser's device token: a page cannot set
+/// `Authorization` on a WebSocket, and a token in the URL would reach access logs and history,
+/// so it offers `["parley", "parley.token.<token>"]` instead. The server never echoes it.
+pub const WS_TOKEN_SUBPROTOCOL_PREFIX: &str = "parley.token.";
+
+/// The token of a `parley.token.<token>` entry of `Sec-WebSocket-Protocol` (a comma-separated
+/// list, possibly over several header lines); `None` when there is none or it is empty.
+pub fn subprotocol_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get_all(axum::http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|p| p.trim().strip_prefix(WS_TOKEN_SUBPROTOCOL_PREFIX))
+        .find(|t| !t.is_empty())
+}
+
 /// Looks a device token up in the store. Unknown and revoked tokens are one answer.
 pub async fn authenticate_device(state: &AppState, token: &str) -> Result<Device, ApiError> {
     match state.store().authenticate(&hash_token(token)).await? {
@@ -125,6 +144,28 @@ mod tests {
         assert_eq!(bearer_token(&parts_with(Some("Bearer "))), None);
         assert_eq!(bearer_token(&parts_with(Some("pd_abc"))), None);
         assert_eq!(bearer_token(&parts_with(None)), None);
+    }
+
+    #[test]
+    fn subprotocol_tokens_are_read_from_the_offer() {
+        let headers = |values: &[&str]| {
+            let mut h = axum::http::HeaderMap::new();
+            for v in values {
+                h.append(
+                    axum::http::header::SEC_WEBSOCKET_PROTOCOL,
+                    v.parse().expect("a header value"),
+                );
+            }
+            h
+        };
+        let h = headers(&["parley, parley.token.pd_abc"]);
+        assert_eq!(subprotocol_token(&h), Some("pd_abc"));
+        let h = headers(&["parley", "parley.token.pd_x"]);
+        assert_eq!(subprotocol_token(&h), Some("pd_x"));
+        assert_eq!(subprotocol_token(&headers(&["parley"])), None);
+        assert_eq!(subprotocol_token(&headers(&["parley.token."])), None);
+        assert_eq!(subprotocol_token(&headers(&["token.pd_abc"])), None);
+        assert_eq!(subprotocol_token(&headers(&[])), None);
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub const ADMIN_TOKEN_SCHEME: &str = "admin_token";
             with a device token."),
         (name = "realtime", description = "The WebSocket gateway."),
         (name = "meta", description = "This document."),
+        (name = "web", description = "The browser client (docs/WEB.md)."),
     )
 )]
 pub struct ApiDoc;

@@ -629,7 +629,7 @@ async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_lo
 }
 
 /// Every operation the server serves, as (method, path template): SPEC §6's endpoints, the
-/// probes, `/v1/me`, `/v1/presence`, the account endpoints, the WebSocket upgrade and the document itself. A route added to the router
+/// probes, `/v1/me`, `/v1/presence`, the account endpoints, the WebSocket upgrade, the web client and the document itself. A route added to the router
 /// belongs here too; one missing from the document fails the test below.
 const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/healthz"),
@@ -659,6 +659,8 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/v1/me"),
     ("get", "/v1/presence"),
     ("get", "/metrics"),
+    ("get", "/"),
+    ("get", "/web/{name}"),
 ];
 
 /// The (method, path) pairs of the OpenAPI document, sorted.
@@ -730,7 +732,21 @@ async fn every_documented_operation_is_routed() {
             .replace("{conv_id}", "c-1")
             .replace("{user_id}", "ana")
             .replace("{device_id}", "d-1")
-            .replace("{seq}", "1");
+            .replace("{seq}", "1")
+            .replace("{name}", "app.js");
+        if path == "/" || path.starts_with("/web/") {
+            // The web client answers HTML, scripts and styles, not JSON.
+            let req = Request::builder()
+                .uri(&uri)
+                .body(Body::empty())
+                .expect("a valid request");
+            let resp = app(h.state.clone())
+                .oneshot(req)
+                .await
+                .expect("the router is infallible");
+            assert_eq!(resp.status(), StatusCode::OK, "GET {uri}");
+            continue;
+        }
         let token = if path.starts_with("/v1/admin") {
             ADMIN_TOKEN
         } else {

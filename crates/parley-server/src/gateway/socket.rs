@@ -27,7 +27,7 @@ use tracing::Instrument;
 
 use super::hub::{CloseReason, ConnHandle};
 use super::{frames, origin};
-use crate::auth::{authenticate_device, bearer_from_headers};
+use crate::auth::{authenticate_device, bearer_from_headers, subprotocol_token, WS_SUBPROTOCOL};
 use crate::error::ApiError;
 use crate::metrics::SendOutcome;
 use crate::request::{frame, FrameRequest};
@@ -52,15 +52,20 @@ const LOGGED_REQ_ID_CHARS_MAX: usize = 64;
     path = "/v1/ws",
     tag = "realtime",
     security(("device_token" = []), ()),
+    description = "The WebSocket of SPEC §7. The device token comes in the `Authorization` \
+        header; a browser, which cannot set that header, offers the subprotocols \
+        `parley, parley.token.<token>` in `Sec-WebSocket-Protocol` instead (the server selects \
+        `parley`, never echoing the token), or as a last resort the `access_token` query \
+        parameter. The token is never logged.",
     params(("access_token" = Option<String>, Query,
-        description = "The device token, for browsers that cannot set `Authorization`; never \
-            logged.")),
+        description = "The device token, for clients that can set neither `Authorization` nor \
+            a subprotocol; never logged.")),
     responses(
         (status = 101, description = "Switching to the WebSocket protocol (SPEC §7)."),
         (status = 400, description = "`BAD_REQUEST`: not a WebSocket upgrade request.",
             body = parley_wire::ErrorBody),
-        (status = 401, description = "`UNAUTHENTICATED`: no valid token in the header or \
-            `access_token`.", body = parley_wire::ErrorBody),
+        (status = 401, description = "`UNAUTHENTICATED`: no valid token in the header, \
+            a `parley.token.` subprotocol or `access_token`.", body = parley_wire::ErrorBody),
         (status = 403, description = "`FORBIDDEN`: a browser `Origin` that is not allowed.",
             body = parley_wire::ErrorBody),
         (status = 503, description = "`UNAVAILABLE`: the store did not answer, or the handshake \
@@ -98,11 +103,13 @@ async fn accept(
     if !state.gateway().lease().is_held() {
         return Err(ApiError::LeaseExpired);
     }
-    // The token comes from the header, or for browsers from `access_token` (never logged).
+    // The token comes from the header; for browsers from a `parley.token.` subprotocol entry
+    // or the `access_token` query parameter. None of them is ever logged.
     let from_query = query
         .ok()
         .and_then(|Query(q)| q.get("access_token").cloned());
     let token = bearer_from_headers(headers)
+        .or_else(|| subprotocol_token(headers))
         .map(str::to_owned)
         .or(from_query)
         .ok_or(ApiError::Unauthenticated)?;
@@ -112,7 +119,10 @@ async fn accept(
     let ws = ws.map_err(|e| ApiError::bad_request(format!("not a WebSocket upgrade: {e}")))?;
     let frame_bytes_max = state.config().limits.request_bytes_max;
     let state = state.clone();
+    // A browser that offered subprotocols refuses an answer that selects none of them; the
+    // token entry is never selected, so the token is not echoed.
     Ok(ws
+        .protocols([WS_SUBPROTOCOL])
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(frame_bytes_max)
         .max_frame_size(frame_bytes_max)

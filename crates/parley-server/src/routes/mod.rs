@@ -14,6 +14,7 @@ mod presence;
 mod read;
 mod recall;
 mod server_info;
+mod web;
 
 use axum::Router;
 use utoipa::OpenApi;
@@ -53,6 +54,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(me::me))
         .routes(routes!(presence::list))
         .routes(routes!(metrics::admin_only))
+        .routes(routes!(web::page))
+        .routes(routes!(web::asset))
 }
 
 /// Every HTTP route, with JSON errors for unknown paths and methods so no answer of the server

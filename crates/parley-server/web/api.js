@@ -1,0 +1,94 @@
+// The HTTP API of SPEC §6 with the tab's device token. Every refusal becomes an ApiError with the
+// server's stable code; a 401 on an authenticated call tells the app its session ended.
+
+export class ApiError extends Error {
+  constructor(status, code, message, retryAfterS = null) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryAfterS = retryAfterS;
+  }
+}
+
+const enc = encodeURIComponent;
+export const PRESENCE_USERS_MAX = 100;
+
+export function createApi({ token, onUnauthenticated }) {
+  async function call(method, path, body) {
+    const headers = {};
+    const bearer = token();
+    if (bearer) headers.Authorization = "Bearer " + bearer;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let res;
+    try {
+      res = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+        credentials: "omit",
+      });
+    } catch {
+      throw new ApiError(0, "NETWORK", "the server cannot be reached");
+    }
+    if (res.status === 204) return null;
+    let data = null;
+    try {
+      data = await res.json();
+    } catch {
+      data = null;
+    }
+    if (!res.ok) {
+      const code = data?.error?.code ?? "HTTP_" + res.status;
+      const message = data?.error?.message ?? res.statusText;
+      const retry = parseInt(res.headers.get("Retry-After") ?? "", 10);
+      const err = new ApiError(res.status, code, message, Number.isFinite(retry) ? retry : null);
+      if (res.status === 401 && bearer) onUnauthenticated(err);
+      throw err;
+    }
+    return data;
+  }
+
+  const conv = (id) => "/v1/conversations/" + enc(id);
+  return {
+    login: (user_id, password, device_id) =>
+      call("POST", "/v1/auth/login", { user_id, password, device_id }),
+    logout: () => call("POST", "/v1/auth/logout"),
+    me: () => call("GET", "/v1/me"),
+    feed: (since) =>
+      call("GET", "/v1/conversations" + (since ? "?since=" + enc(since) : "")),
+    conversation: (id) => call("GET", conv(id)),
+    createConversation: (request) => call("POST", "/v1/conversations", request),
+    // `params` holds `after` (with `epoch`), `before`, or neither for the newest page.
+    events: (id, params) => {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) q.set(k, v);
+      return call("GET", conv(id) + "/events?" + q.toString());
+    },
+    send: (id, client_msg_id, body) => call("POST", conv(id) + "/messages", { client_msg_id, body }),
+    recall: (id, seq) => call("POST", conv(id) + "/events/" + seq + "/recall"),
+    read: (id, seq) => call("POST", conv(id) + "/read", { seq }),
+    addMember: (id, user_id) => call("POST", conv(id) + "/members", { user_id }),
+    removeMember: (id, user_id) => call("DELETE", conv(id) + "/members/" + enc(user_id)),
+    setRole: (id, user_id, role) => call("PUT", conv(id) + "/members/" + enc(user_id), { role }),
+    // At most PRESENCE_USERS_MAX ids per call (the caller splits longer lists).
+    presence: (users) => call("GET", "/v1/presence?users=" + users.map(enc).join(",")),
+  };
+}
+
+// A refusal as a person reads it.
+export function describeError(err) {
+  if (!(err instanceof ApiError)) return String(err?.message ?? err);
+  switch (err.code) {
+    case "NETWORK": return "The server cannot be reached. Check your connection.";
+    case "FORBIDDEN": return "Not allowed: " + err.message;
+    case "NOT_MEMBER": return "You are not a member of that conversation.";
+    case "NOT_FOUND": return "Not found: " + err.message;
+    case "ALREADY_MEMBER": return "Already a member.";
+    case "RECALL_WINDOW_EXPIRED": return "Too late to recall this message.";
+    case "NOT_SENDER": return "Only the sender can recall a message.";
+    case "RATE_LIMITED":
+      return "Too many requests; try again in " + (err.retryAfterS ?? 1) + " s.";
+    default: return err.message || err.code;
+  }
+}

@@ -1,0 +1,283 @@
+// The web client's entry: the tab's session, its WebSocket, and the wiring between what the
+// server says (sync.js, outbox.js, presence.js) and what the page shows (the *_view.js files).
+//
+// The token lives in sessionStorage: each tab is its own device (one WebSocket per device, and
+// a newer connection kicks the older), and a reload keeps the tab's session.
+
+import { createApi, describeError } from "./api.js";
+import { Connection } from "./connection.js";
+import { Sync } from "./sync.js";
+import { Outbox } from "./outbox.js";
+import { Presence } from "./presence.js";
+import { $ } from "./dom.js";
+import { directPeer } from "./format.js";
+import { createLoginView } from "./login_view.js";
+import { createListView } from "./list_view.js";
+import { createChatView } from "./chat_view.js";
+import { createMembersPanel } from "./members_panel.js";
+import { createDialogs } from "./dialogs.js";
+
+const SESSION_KEY = "parley.session";
+const DEVICE_KEY = "parley.device";
+
+const app = {
+  session: null,
+  api: null,
+  sync: null,
+  outbox: null,
+  presence: null,
+  conn: null,
+  openConvId: null,
+  readSent: new Map(),
+};
+
+function loadSession() {
+  try {
+    const s = JSON.parse(sessionStorage.getItem(SESSION_KEY) ?? "null");
+    return s?.token && s?.user_id && s?.device_id ? s : null;
+  } catch {
+    return null;
+  }
+}
+
+// This tab's device id, kept for the tab's life so a new login in the same tab is the same
+// device.
+function deviceId() {
+  let id = sessionStorage.getItem(DEVICE_KEY);
+  if (!id) {
+    id = "web-" + crypto.randomUUID().replaceAll("-", "").slice(0, 12);
+    sessionStorage.setItem(DEVICE_KEY, id);
+  }
+  return id;
+}
+
+function setStatus(state) {
+  const node = $("conn-status");
+  node.textContent = state;
+  node.dataset.state = state;
+}
+
+function notice(message) {
+  const node = $("notice");
+  node.textContent = message ?? "";
+  node.hidden = !message;
+}
+
+app.me = () => ({ user_id: app.session.user_id, device_id: app.session.device_id });
+
+app.login = async (userId, password) => {
+  const answer = await app.api.login(userId, password, deviceId());
+  app.session = { user_id: answer.user_id, device_id: answer.device_id, token: answer.token };
+  sessionStorage.setItem(SESSION_KEY, JSON.stringify(app.session));
+  notice(null);
+  enter();
+};
+
+app.logout = async () => {
+  try {
+    await app.api.logout();
+  } catch {
+    // the session ends here whatever the server said
+  }
+  leave(null);
+};
+
+function enter() {
+  const me = app.me();
+  app.sync = new Sync(app.api, me, {
+    changed: (what, convId) => draw(what, convId),
+    seen: (event) => {
+      app.outbox.seen(event, me);
+      app.presence.stopTyping(event.conv_id, event.sender_user);
+    },
+  });
+  app.presence = new Presence(app.api, (what, convId) => draw(what, convId));
+  app.outbox = new Outbox({
+    connection: () => app.conn,
+    acked: (item, ack) => {
+      // The ack means committed: the event takes its seq in the timeline now, and its push
+      // (or a page holding it) is dropped as a duplicate when it comes.
+      app.sync.onEvent({
+        conv_id: item.conv_id,
+        seq: ack.seq,
+        kind: "msg",
+        message_id: ack.message_id,
+        sender_user: me.user_id,
+        sender_device: me.device_id,
+        client_msg_id: item.client_msg_id,
+        body: item.body,
+        created_at: item.created_at,
+      });
+    },
+    changed: (convId) => draw("outbox", convId),
+  });
+  app.readSent = new Map();
+  $("whoami").textContent = me.user_id;
+  $("logout").hidden = false;
+  app.loginView.hide();
+  $("chat-view").hidden = false;
+  app.listView.render();
+  app.chatView.reset();
+  setStatus("connecting");
+  app.conn = new Connection(app.session.token, {
+    onOpen: onConnected,
+    onDown: () => {
+      if (app.conn && !app.conn.stopped) setStatus("reconnecting");
+    },
+    onRefused: () => {
+      // The upgrade's 401 is not visible to a page: ask over HTTP whether the token still works
+      // (a 401 there ends the session).
+      app.api.me().catch(() => {});
+    },
+    onStopped: (reason) => {
+      if (reason === "kicked") {
+        setStatus("kicked");
+        notice("This tab was disconnected: a newer connection of the same device took over. Reload to use it here.");
+      } else if (reason === "revoked") {
+        leave("Your session was ended. Log in again.");
+      }
+    },
+    onFrame,
+  });
+  app.conn.start();
+  app.sync.refreshFeed().catch(() => {});
+}
+
+async function onConnected() {
+  setStatus("connected");
+  app.outbox.resume();
+  try {
+    await app.sync.resync();
+    await app.presence.fetch(peers());
+    if (app.conn?.open) setStatus("caught up");
+  } catch {
+    // the next reconnect resyncs again
+  }
+}
+
+// Users whose presence the page shows: direct peers and the open conversation's members.
+function peers() {
+  const me = app.session.user_id;
+  const ids = [];
+  for (const c of app.sync.conversations.values()) {
+    const peer = directPeer(c, me);
+    if (peer) ids.push(peer);
+  }
+  const open = app.openConvId && app.sync.conversations.get(app.openConvId);
+  for (const m of open?.members ?? []) if (m.user_id !== me) ids.push(m.user_id);
+  return ids;
+}
+
+function onFrame(frame) {
+  switch (frame.type) {
+    case "event":
+      app.sync.onEvent(frame.event);
+      break;
+    case "hint":
+      app.sync.onHint(frame.conv_id);
+      break;
+    case "read":
+      app.sync.onRead(frame.conv_id, frame.read_seq);
+      break;
+    case "typing":
+      if (frame.user_id !== app.session.user_id) app.presence.onTyping(frame);
+      break;
+    case "presence":
+      app.presence.onPresence(frame);
+      break;
+    default:
+      break;
+  }
+}
+
+function draw(what, convId) {
+  if (!app.session) return;
+  if (what === "list" || what === "presence" || what === "outbox") app.listView.render();
+  app.chatView.update(what, convId);
+  if (what === "list" && app.openConvId) app.membersPanel.refresh();
+}
+
+// Ends the tab's session: the socket closes, the token and outbox are forgotten.
+function leave(message) {
+  app.conn?.stop();
+  app.conn = null;
+  app.outbox?.clear();
+  app.session = null;
+  app.openConvId = null;
+  sessionStorage.removeItem(SESSION_KEY);
+  $("chat-view").hidden = true;
+  $("logout").hidden = true;
+  $("whoami").textContent = "";
+  document.body.classList.remove("show-conv");
+  app.membersPanel.close();
+  setStatus("offline");
+  notice(message);
+  app.loginView.show();
+}
+
+app.open = (convId) => {
+  app.openConvId = convId;
+  app.chatView.open(convId);
+  app.listView.render();
+  app.presence.fetch(peers());
+};
+
+app.closeConversation = () => {
+  app.openConvId = null;
+  app.chatView.close();
+  app.listView.render();
+};
+
+app.send = (convId, body) => app.outbox.add(convId, body);
+
+// Moves the read position to `seq` when it is ahead of what the server and this tab know.
+app.markRead = async (convId, seq) => {
+  const conv = app.sync.conversations.get(convId);
+  if (!conv || seq <= conv.read_seq || seq <= (app.readSent.get(convId) ?? 0)) return;
+  app.readSent.set(convId, seq);
+  try {
+    const ack = app.conn?.open
+      ? await app.conn.request({ type: "read", conv_id: convId, seq })
+      : await app.api.read(convId, seq);
+    const c = app.sync.conversations.get(convId);
+    if (c && ack.read_seq > c.read_seq) {
+      c.read_seq = ack.read_seq;
+      // Read up to the head: nothing is unread, whatever the next feed answer adds.
+      if (ack.read_seq >= c.head) c.unread = 0;
+      app.listView.render();
+    }
+  } catch {
+    app.readSent.delete(convId);
+  }
+  app.sync.scheduleFeed();
+};
+
+app.typing = (convId) => app.conn?.notify({ type: "typing", conv_id: convId });
+
+app.recall = async (convId, seq) => {
+  await app.api.recall(convId, seq);
+  app.sync.catchUp(convId).catch(() => {});
+  app.sync.scheduleFeed();
+};
+
+app.describeError = describeError;
+
+function start() {
+  app.api = createApi({
+    token: () => app.session?.token,
+    onUnauthenticated: () => {
+      if (app.session) leave("Your session has ended. Log in again.");
+    },
+  });
+  app.loginView = createLoginView(app);
+  app.listView = createListView(app);
+  app.chatView = createChatView(app);
+  app.membersPanel = createMembersPanel(app);
+  createDialogs(app);
+  $("logout").addEventListener("click", () => app.logout());
+  app.session = loadSession();
+  if (app.session) enter();
+  else app.loginView.show();
+}
+
+start();
