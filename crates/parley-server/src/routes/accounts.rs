@@ -128,15 +128,36 @@ pub async fn login(
     let user_id = path::user_id(&req.user_id)?;
     let password = Password::parse("password", req.password)?;
     let device_id = device_or_generated(req.device_id.as_deref())?;
-    let throttle = state.login_throttle();
-    throttle.check(&user_id, address)?;
-    let stored = state.store().password_hash(&user_id).await?;
-    if !state.hasher().verify(&password, stored).await? {
-        throttle.fail(&user_id, address);
+    if !checked_password(&state, &user_id, address, Some(&password)).await? {
         return Err(ApiError::BadCredentials);
     }
-    throttle.succeed(&user_id);
     Ok(Json(session(&state, user_id, device_id).await?))
+}
+
+/// Whether `password` is the user's, under the login throttle: a throttled user or address is
+/// refused before argon2 runs, a wrong (or absent) password counts as a failure, and a right
+/// one clears the user's count. An unknown user runs a verification too (`Hasher::verify`).
+async fn checked_password(
+    state: &AppState,
+    user_id: &UserId,
+    address: Option<IpAddr>,
+    password: Option<&Password>,
+) -> Result<bool, ApiError> {
+    let throttle = state.login_throttle();
+    throttle.check(user_id, address)?;
+    let matches = match password {
+        Some(password) => {
+            let stored = state.store().password_hash(user_id).await?;
+            state.hasher().verify(password, stored).await?
+        }
+        None => false,
+    };
+    if matches {
+        throttle.succeed(user_id);
+    } else {
+        throttle.fail(user_id, address);
+    }
+    Ok(matches)
 }
 
 /// `POST /v1/auth/logout`: revokes the caller's own token and closes the device's connections.
@@ -276,20 +297,9 @@ pub async fn change_password(
     // A current password outside the rule cannot be the stored one, but it still counts as a
     // failed check, so the length rule gives a guesser no free answers.
     let current = Password::parse("current_password", req.current_password).ok();
-    let throttle = state.login_throttle();
-    throttle.check(&user_id, address)?;
-    let matches = match &current {
-        Some(current) => {
-            let stored = state.store().password_hash(&user_id).await?;
-            state.hasher().verify(current, stored).await?
-        }
-        None => false,
-    };
-    if !matches {
-        throttle.fail(&user_id, address);
+    if !checked_password(&state, &user_id, address, current.as_ref()).await? {
         return Err(ApiError::Forbidden("current_password is wrong".into()));
     }
-    throttle.succeed(&user_id);
     let hash = state.hasher().hash(&new).await?;
     state.store().set_password_hash(&user_id, &hash).await?;
     Ok(StatusCode::NO_CONTENT)
