@@ -30,6 +30,10 @@ use super::world::World;
 const CONNECTS_IN_FLIGHT: usize = 32;
 /// Longest wait for a reader to hand over its log once its session was closed.
 const READER_STOP_WAIT_MS: u64 = 10_000;
+/// A connect storm has settled when no device received a presence frame for this long.
+const SETTLE_QUIET_MS: u64 = 500;
+/// Longest wait for a connect storm to settle; the load starts then anyway.
+const SETTLE_MAX_MS: u64 = 30_000;
 /// Longest a send cut off by a move waits for the device's next session.
 const MOVE_WAIT_MS: u64 = 60_000;
 /// Longest a device tries to reach another gateway before it counts as stopped.
@@ -65,6 +69,8 @@ pub struct DeviceLog {
 pub struct Counters {
     pub events: AtomicU64,
     pub reconnects: AtomicU64,
+    /// Presence frames received: the server announces each device's arrival to its peers.
+    pub presence: AtomicU64,
 }
 
 /// A device's realtime session as the load sees it: the session in use now, which a move to
@@ -250,6 +256,27 @@ impl Devices {
         })
     }
 
+    /// Waits until the presence frames of the devices' own arrival stopped coming (none for
+    /// [`SETTLE_QUIET_MS`], at most [`SETTLE_MAX_MS`]) and answers how long that took. A run
+    /// that measures a steady load starts after the connect storm it caused, which the
+    /// `reconnect-storm` scenario measures on its own.
+    pub async fn settle(&self) -> Duration {
+        let start = Instant::now();
+        let quiet = Duration::from_millis(SETTLE_QUIET_MS);
+        let mut seen = self.counters.presence.load(Ordering::Relaxed);
+        let mut seen_at = start;
+        while start.elapsed() < Duration::from_millis(SETTLE_MAX_MS) {
+            tokio::time::sleep(quiet / 5).await;
+            let now = self.counters.presence.load(Ordering::Relaxed);
+            if now != seen {
+                (seen, seen_at) = (now, Instant::now());
+            } else if seen_at.elapsed() >= quiet {
+                break;
+            }
+        }
+        start.elapsed()
+    }
+
     /// Closes every session and collects what each device received.
     pub async fn close(self) -> Vec<DeviceLog> {
         self.closing.cancel();
@@ -304,6 +331,9 @@ impl Recorder {
             Delivery::Reconnected => {
                 log.reconnected.push(at);
                 self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+            }
+            Delivery::Presence { .. } => {
+                self.counters.presence.fetch_add(1, Ordering::Relaxed);
             }
             Delivery::Kicked => log.stopped.push("kicked".into()),
             Delivery::Revoked => log.stopped.push("revoked".into()),

@@ -129,7 +129,12 @@ pub async fn run<S: LoadModel>(args: &BenchArgs, target: &Target, scenario: &S) 
     let plan = scenario.world(args, &mut rng)?;
     let setup = setup(target, plan, &mut rng).await?;
     let loaded = scenario.load(args, &setup).await?;
-    let Setup { world, devices, .. } = setup;
+    let Setup {
+        world,
+        devices,
+        connect_settle_s,
+        ..
+    } = setup;
     let concluded = conclude(&world, devices, &loaded.outcome.acks).await;
     let latencies = latencies(&concluded.logs, loaded.measured_acks())?;
     let baseline = run_baseline(args, &scenario.baseline(args, &world, &loaded))
@@ -152,6 +157,7 @@ pub async fn run<S: LoadModel>(args: &BenchArgs, target: &Target, scenario: &S) 
         throughput_per_s: loaded.throughput_per_s,
         baseline: compared,
     });
+    report["connect_settle_s"] = serde_json::json!(connect_settle_s);
     scenario.report(
         args,
         &mut report,
@@ -181,6 +187,8 @@ pub struct Setup {
     pub world: World,
     pub devices: Devices,
     pub conv_ids: Vec<Arc<str>>,
+    /// How long the presence frames of the devices' connects took to settle before the load.
+    pub connect_settle_s: f64,
 }
 
 impl Setup {
@@ -251,6 +259,8 @@ async fn setup(target: &Target, plan: WorldPlan, rng: &mut StdRng) -> Result<Set
     let step = || pb.inc(1);
     let devices = Devices::connect(&world, &target.urls, &step).await?;
     pb.finish_and_clear();
+    phase("waiting for the presence frames of the connects to settle");
+    let settle = devices.settle().await;
     let conv_ids = world
         .convs
         .iter()
@@ -261,6 +271,7 @@ async fn setup(target: &Target, plan: WorldPlan, rng: &mut StdRng) -> Result<Set
         world,
         devices,
         conv_ids,
+        connect_settle_s: settle.as_secs_f64(),
     })
 }
 

@@ -10,14 +10,19 @@
 //! device's deliveries are checked against the acks through a final sync. `harness.rs` runs
 //! their phases; each scenario's file holds only what is its own.
 
+mod connections;
 mod cpu;
+mod fanout;
 mod fixtures;
 mod large_group;
+mod online_groups;
 mod push_latency;
 mod report;
+mod rss;
 mod sync_feed;
 
 mod baseline;
+mod baseline_pages;
 mod conclude;
 mod devices;
 mod gateway_failover;
@@ -59,6 +64,11 @@ pub enum Scenario {
     ReconnectStorm,
     /// Steady load over a group spread over the gateways; one gateway is killed halfway.
     GatewayFailover,
+    /// Many idle WebSockets to one server: its memory per connection, the connect rate, and a
+    /// push to every one of them.
+    Connections,
+    /// Push groups of 1,000 online members at a steady rate: server CPU per delivered frame.
+    Fanout,
 }
 
 /// How the gateways the benchmark starts pass committed events to each other.
@@ -125,6 +135,10 @@ pub struct BenchArgs {
     /// Sends in flight at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// push-latency: run once at one send in flight, then at --concurrency, and report both
+    /// with `throughput_ratio_to_one_in_flight` (how much concurrent sends gain, on any store).
+    #[arg(long)]
+    pub versus_one_in_flight: bool,
     /// Group conversations the push-latency sends are spread over, round robin. One is a
     /// single hot conversation (in PostgreSQL every send waits for the same row lock); several
     /// show the store's ceiling across conversations.
@@ -141,6 +155,8 @@ pub struct BenchArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub large_group: large_group::LargeGroupArgs,
+    #[command(flatten)]
+    pub fanout: FanoutArgs,
     /// Seconds of load (load-model scenarios).
     #[arg(long, default_value_t = 30)]
     pub duration: u64,
@@ -150,6 +166,7 @@ pub struct BenchArgs {
     pub rate: Option<f64>,
     /// PostgreSQL server for the raw-transaction baseline; it runs in a scratch database that
     /// is created there and dropped afterwards. With --gateways, also the gateways' database.
+    /// For sync-feed, the server's own database: the catch-up's pages are read there raw.
     #[arg(long, hide_env_values = true)]
     pub database_url: Option<String>,
     /// Users to create (scenario default when absent).
@@ -168,6 +185,20 @@ pub struct BenchArgs {
     /// Seed of the random choices (who talks to whom, who sends).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+/// The options of the connections and fanout scenarios; their socket count is `--online`.
+#[derive(Args, Debug, Clone)]
+pub struct FanoutArgs {
+    /// Members of each push group, every one with a device online (connections, fanout).
+    #[arg(long, default_value_t = 1_000)]
+    pub group_size: usize,
+    /// Pushes to every connection, each one message into every group at once (connections).
+    #[arg(long, default_value_t = 20)]
+    pub push_rounds: usize,
+    /// WebSocket handshakes in flight at once (connections, fanout).
+    #[arg(long, default_value_t = 64)]
+    pub connect_concurrency: usize,
 }
 
 /// Runs the scenario against --url, or against gateways it starts (--gateways), which are
@@ -193,5 +224,7 @@ async fn run(args: &BenchArgs, t: &Target) -> anyhow::Result<()> {
         Scenario::GatewayFailover => {
             harness::run(args, t, &gateway_failover::GatewayFailover).await
         }
+        Scenario::Connections => connections::run(args, t).await,
+        Scenario::Fanout => fanout::run(args, t).await,
     }
 }

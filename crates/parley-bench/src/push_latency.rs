@@ -32,13 +32,29 @@ const DRAIN_POLL_MS: u64 = 20;
 const CONNECT_SETTLE_MS: u64 = 200;
 
 pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
+    if !args.versus_one_in_flight {
+        return publish(&args.out, &measure(args, target, args.concurrency).await?);
+    }
+    // One in flight first, then --concurrency, each with its own users and groups, so the
+    // second run replays none of the first's request keys.
+    let one = measure(args, target, 1).await?;
+    let mut report = measure(args, target, args.concurrency).await?;
+    let rate = |r: &Value| r["throughput_per_s"].as_f64().unwrap_or(0.0);
+    let ratio = rate(&report) / rate(&one);
+    report["throughput_ratio_to_one_in_flight"] = json!(ratio);
+    report["one_in_flight"] = one;
+    publish(&args.out, &report)
+}
+
+/// One run of the scenario at `concurrency` sends in flight; answers its report.
+async fn measure(args: &BenchArgs, target: &Target, concurrency: usize) -> Result<Value> {
     let world = setup(args, target).await?;
     let (pushes, recorder) = listen(target.url(), &world.receiver_token).await?;
-    let sent = send(args, &world).await?;
+    let sent = send(args, &world, concurrency).await?;
     drain(&pushes, sent.acks.len()).await;
     recorder.abort();
-    let report = report(args, &world, &sent, &*pushes.lock().await)?;
-    publish(&args.out, &report)
+    let pushed = pushes.lock().await;
+    report(args, &world, &sent, concurrency, &pushed)
 }
 
 /// The sender, the receiver's token and the groups they share.
@@ -104,9 +120,9 @@ struct Sent {
     elapsed: Duration,
 }
 
-/// `--messages` sends, `--concurrency` in flight, round robin over the groups.
-async fn send(args: &BenchArgs, world: &World) -> Result<Sent> {
-    let limit = Arc::new(Semaphore::new(args.concurrency.max(1)));
+/// `--messages` sends, `concurrency` in flight, round robin over the groups.
+async fn send(args: &BenchArgs, world: &World, concurrency: usize) -> Result<Sent> {
+    let limit = Arc::new(Semaphore::new(concurrency.max(1)));
     let acks: Arc<Mutex<Vec<(MsgKey, Instant, Instant)>>> = Arc::default();
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.messages);
@@ -146,6 +162,7 @@ fn report(
     args: &BenchArgs,
     world: &World,
     sent: &Sent,
+    concurrency: usize,
     pushes: &HashMap<MsgKey, Instant>,
 ) -> Result<Value> {
     if sent.acks.is_empty() {
@@ -172,7 +189,7 @@ fn report(
         "scenario": "push-latency",
         "messages": args.messages,
         "sends_acked": acked,
-        "concurrency": args.concurrency,
+        "concurrency": concurrency,
         "groups": world.conv_ids.len(),
         "duration_s": sent.elapsed.as_secs_f64(),
         "throughput_per_s": acked as f64 / sent.elapsed.as_secs_f64(),

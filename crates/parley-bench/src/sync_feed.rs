@@ -10,9 +10,12 @@ use std::time::Instant;
 
 use anyhow::{ensure, Result};
 use hdrhistogram::Histogram;
-use parley_client::{Client, Conversation, NewConversation};
-use serde_json::json;
+use parley_client::{
+    Client, Conversation, EventsPage, NewConversation, Realtime, RealtimeHandle, RealtimeOptions,
+};
+use serde_json::{json, Value};
 
+use crate::baseline_pages::{PageRead, RawPages};
 use crate::fixtures::{bounded, run_tag, user_with_device};
 use crate::report::{micros_histogram, percentiles_ms, publish, record};
 use crate::target::Target;
@@ -43,16 +46,22 @@ pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
         "full_feed_ms": percentiles_ms(&full.latency),
         "changed_conversations": changed.conversations.len(),
         "incremental_feed_ms": percentiles_ms(&changed.latency),
-        "catch_up_events": catch_up.events,
-        "catch_up_pages": catch_up.pages,
-        "catch_up_ms": percentiles_ms(&catch_up.latency),
     });
-    publish(&args.out, &report)
+    publish(&args.out, &merged(report, catch_up.report()))
+}
+
+/// `report` with the fields of `more` added.
+fn merged(mut report: Value, more: Value) -> Value {
+    if let (Some(into), Value::Object(more)) = (report.as_object_mut(), more) {
+        into.extend(more);
+    }
+    report
 }
 
 /// The reader, the writer and the reader's conversations, seeded with the backlog.
 struct World {
     reader: Client,
+    reader_id: String,
     writer: Client,
     convs: Vec<String>,
     seed_s: f64,
@@ -86,6 +95,7 @@ async fn seed(args: &BenchArgs, target: &Target) -> Result<World> {
     );
     Ok(World {
         reader,
+        reader_id,
         writer,
         convs,
         seed_s,
@@ -174,43 +184,133 @@ async fn incremental_feed(world: &World, token: &str) -> Result<ChangedFeed> {
     })
 }
 
-/// The catch-up's latency, and the events and pages of its last run.
+/// The catch-up's latency over each path, and the events and pages of its last run.
 struct CatchUp {
-    latency: Histogram<u64>,
+    http: Histogram<u64>,
+    ws: Histogram<u64>,
+    /// Empty without --database-url.
+    raw: Histogram<u64>,
     events: usize,
     pages: usize,
 }
 
-/// Events-after from each changed conversation's cursor (the head before the change).
+impl CatchUp {
+    /// The report's fields: latencies, events per second at the median run, and the ratios
+    /// of the server's paths to the raw read.
+    fn report(&self) -> Value {
+        let per_s = |h: &Histogram<u64>| {
+            (!h.is_empty()).then(|| self.events as f64 / (h.value_at_quantile(0.5) as f64 / 1e6))
+        };
+        let (http, ws, raw) = (per_s(&self.http), per_s(&self.ws), per_s(&self.raw));
+        let ratio = |path: Option<f64>| Some(path? / raw?);
+        json!({
+            "catch_up_events": self.events,
+            "catch_up_pages": self.pages,
+            "catch_up_ms": percentiles_ms(&self.http),
+            "catch_up_ws_ms": percentiles_ms(&self.ws),
+            "catch_up_raw_ms": (!self.raw.is_empty()).then(|| percentiles_ms(&self.raw)),
+            "catch_up_http_events_per_s": http,
+            "catch_up_ws_events_per_s": ws,
+            "catch_up_raw_events_per_s": raw,
+            "catch_up_http_to_raw": ratio(http),
+            "catch_up_ws_to_raw": ratio(ws),
+        })
+    }
+}
+
+/// How a catch-up reads its pages through the server.
+#[derive(Clone, Copy)]
+enum Via<'a> {
+    Http(&'a Client),
+    Ws(&'a RealtimeHandle),
+}
+
+impl Via<'_> {
+    async fn page(self, conv: &Conversation, after: i64) -> Result<EventsPage> {
+        let (id, limit, epoch) = (conv.conv_id.as_str(), Some(PAGE_LIMIT), Some(conv.epoch));
+        Ok(match self {
+            Via::Http(client) => client.events_after(id, after, limit, epoch).await?,
+            Via::Ws(session) => session.sync(id, after, limit, epoch).await?,
+        })
+    }
+}
+
+/// One catch-up: events-after from each changed conversation's `cursor` to its head. Answers
+/// the events and every page read, as the raw baseline replays them.
+async fn catch_up_once(
+    via: Via<'_>,
+    changed: &[Conversation],
+    cursor: i64,
+) -> Result<(usize, Vec<PageRead>)> {
+    let mut events = 0;
+    let mut pages = Vec::new();
+    for conv in changed {
+        let mut after = cursor;
+        while after < conv.head {
+            let page = via.page(conv, after).await?;
+            events += page.events.len();
+            pages.push(PageRead {
+                conv_id: conv.conv_id.clone(),
+                after,
+                limit: PAGE_LIMIT,
+            });
+            ensure!(page.through_seq > after, "no progress at {after}");
+            after = page.through_seq;
+        }
+    }
+    Ok((events, pages))
+}
+
+/// Events-after from each changed conversation's cursor (the head before the change), over
+/// HTTP, over the WebSocket's `sync` frame and, with --database-url, as the raw statement on
+/// PostgreSQL; each path once to warm up, then in turns, so that all three see the same load.
 async fn catch_up(args: &BenchArgs, world: &World, changed: &[Conversation]) -> Result<CatchUp> {
     let cursor = 2 + args.backlog as i64;
+    let realtime = Realtime::connect(&world.reader, RealtimeOptions::default()).await?;
+    let session = realtime.handle();
+    let mut raw = match &args.database_url {
+        Some(url) => Some(RawPages::connect(url, &world.reader_id).await?),
+        None => None,
+    };
     let mut out = CatchUp {
-        latency: micros_histogram()?,
+        http: micros_histogram()?,
+        ws: micros_histogram()?,
+        raw: micros_histogram()?,
         events: 0,
         pages: 0,
     };
-    for _ in 0..CATCH_UP_RUNS {
+    let expected = CHANGED_CONVERSATIONS * MESSAGES_PER_CHANGED;
+    for run in 0..=CATCH_UP_RUNS {
+        let measured = run > 0;
         let started = Instant::now();
-        (out.events, out.pages) = (0, 0);
-        for conv in changed {
-            let mut after = cursor;
-            while after < conv.head {
-                let page = world
-                    .reader
-                    .events_after(&conv.conv_id, after, Some(PAGE_LIMIT), Some(conv.epoch))
-                    .await?;
-                out.events += page.events.len();
-                out.pages += 1;
-                ensure!(page.through_seq > after, "no progress at {after}");
-                after = page.through_seq;
-            }
+        let (events, reads) = catch_up_once(Via::Http(&world.reader), changed, cursor).await?;
+        if measured {
+            record(&mut out.http, started.elapsed());
         }
-        record(&mut out.latency, started.elapsed());
+        ensure!(events == expected, "caught up {events} events over HTTP");
+        let started = Instant::now();
+        let (ws_events, _) = catch_up_once(Via::Ws(&session), changed, cursor).await?;
+        if measured {
+            record(&mut out.ws, started.elapsed());
+        }
+        ensure!(
+            ws_events == expected,
+            "caught up {ws_events} events over the WebSocket"
+        );
+        if let Some(raw) = raw.as_mut() {
+            let started = Instant::now();
+            let raw_events = raw.read_all(&reads).await?;
+            if measured {
+                record(&mut out.raw, started.elapsed());
+            }
+            ensure!(raw_events == expected, "read {raw_events} events raw");
+        }
+        (out.events, out.pages) = (events, reads.len());
     }
-    ensure!(
-        out.events == CHANGED_CONVERSATIONS * MESSAGES_PER_CHANGED,
-        "caught up {} events",
-        out.events
-    );
+    if let Some(raw) = raw {
+        raw.close().await;
+    }
+    session.close().await;
+    drop(realtime);
     Ok(out)
 }

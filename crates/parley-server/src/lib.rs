@@ -90,6 +90,7 @@ pub async fn run(
     );
     tokio::spawn(retention::run(
         state.store().clone(),
+        gateway.window().clone(),
         state.metrics().clone(),
         std::time::Duration::from_millis(state.config().purge_interval_ms),
         std::time::Duration::from_millis(state.config().tombstone_ttl_ms),

@@ -14,6 +14,7 @@ use chrono::Utc;
 use parley_store::{PurgeReport, Store};
 use tokio_util::sync::CancellationToken;
 
+use crate::gateway::window::EventWindow;
 use crate::metrics::Metrics;
 
 /// Events deleted per conversation and transaction: the longest a purge holds a
@@ -22,9 +23,11 @@ pub const PURGE_BATCH_EVENTS_MAX: u32 = 1_000;
 /// Rounds of one run; what remains waits for the next run.
 const PURGE_ROUNDS_PER_RUN_MAX: usize = 100;
 
-/// Runs the job until `stop`. The first run comes one interval after start.
+/// Runs the job until `stop`. The first run comes one interval after start. While a run is
+/// under way the event window answers nothing, since `min_seq` may move under it.
 pub async fn run(
     store: Arc<dyn Store>,
+    window: Arc<EventWindow>,
     metrics: Arc<Metrics>,
     purge_interval: Duration,
     tombstone_ttl: Duration,
@@ -38,9 +41,14 @@ pub async fn run(
             _ = stop.cancelled() => return,
             _ = every.tick() => {}
         }
+        window.purge_started();
         let purged = tokio::select! {
-            _ = stop.cancelled() => return,
-            purged = purge_once(&*store, tombstone_ttl) => purged,
+            _ = stop.cancelled() => None,
+            purged = purge_once(&*store, tombstone_ttl) => Some(purged),
+        };
+        window.purge_ended();
+        let Some(purged) = purged else {
+            return;
         };
         match purged {
             Ok((report, expired)) => {

@@ -28,6 +28,8 @@ pub struct Created {
 }
 
 fn announce(state: &AppState, event: Event) {
+    // Before the ack: the event window answers no fetch without this event from now on.
+    state.gateway().window().note(&event.conv_id, event.seq);
     state.bus().announce(Arc::new(event));
 }
 

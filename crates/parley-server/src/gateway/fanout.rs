@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::hints::Hints;
 use super::hub::{ConnHandle, Hub};
 use super::notices;
+use super::window::EventWindow;
 
 /// Most events read from the log to repair one out-of-order or coalesced announcement; a
 /// larger gap is left to the clients' sync.
@@ -57,6 +58,7 @@ pub struct Fanout {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     hints: Arc<Hints>,
+    window: Arc<EventWindow>,
     /// Event frames queued (`parley_pushes_total`).
     pushes: Counter,
     convs: HashMap<ConvId, ConvState>,
@@ -75,6 +77,7 @@ impl Fanout {
         store: Arc<dyn Store>,
         hub: Arc<Hub>,
         hints: Arc<Hints>,
+        window: Arc<EventWindow>,
         pushes: Counter,
     ) -> Self {
         Self {
@@ -82,6 +85,7 @@ impl Fanout {
             store,
             hub,
             hints,
+            window,
             pushes,
             convs: HashMap::new(),
             rechecking: Arc::default(),
@@ -112,6 +116,7 @@ impl Fanout {
                     // may have been lost are found by checking every connection's token.
                     tracing::warn!(missed, "fanout lagged behind the bus");
                     self.convs.clear();
+                    self.window.clear();
                     self.recheck_tokens();
                 }
                 Err(RecvError::Closed) => return,
@@ -169,17 +174,24 @@ impl Fanout {
     }
 
     async fn handle(&mut self, a: Committed) {
+        self.window.seen(&a.conv_id, a.head);
         if self.hub.online_user_count() == 0 {
             // Nobody to push to; forget positions so no stale gap is repaired later.
             self.convs.clear();
+            self.window.clear();
             return;
         }
         if self.convs.len() >= MEMBER_CACHE_CONVS_MAX && !self.convs.contains_key(&a.conv_id) {
             self.convs.clear();
+            self.window.clear();
         }
         if !self.convs.contains_key(&a.conv_id) {
+            let generation = self.window.generation();
             match self.store.current_members(&a.conv_id).await {
                 Ok(snap) => {
+                    if snap.delivery_mode == DeliveryMode::Pull {
+                        self.window.track(&a.conv_id, &snap, generation);
+                    }
                     let state = ConvState {
                         last_pushed: None,
                         members: snap.members.into_iter().collect(),
@@ -210,6 +222,7 @@ impl Fanout {
                 continue;
             }
             apply_membership(state, &event);
+            self.window.append(&event);
             match state.mode {
                 DeliveryMode::Push => push(&self.hub, state, &event, &self.pushes),
                 DeliveryMode::Pull => hint(&self.hub, &self.hints, state, &event),

@@ -47,17 +47,43 @@ pub fn ack(req_id: Value, fields: Value) -> Message {
     text(&ServerFrame::Ack { req_id, fields })
 }
 
+/// `{type:"ack", req_id, …fields}` written straight from an answer whose JSON is an object:
+/// the fields go to the frame's text as they are serialised, with no `Value` tree between
+/// (an events page is hundreds of events). Fails for an answer that is not an object.
+fn direct_ack<T: Serialize>(req_id: &Value, answer: &T) -> Result<Message, serde_json::Error> {
+    #[derive(Serialize)]
+    #[serde(tag = "type", rename = "ack")]
+    struct Ack<'a, T> {
+        req_id: &'a Value,
+        #[serde(flatten)]
+        fields: &'a T,
+    }
+    let text = serde_json::to_string(&Ack {
+        req_id,
+        fields: answer,
+    })?;
+    Ok(Message::Text(Utf8Bytes::from(text)))
+}
+
 /// The answer to a request: its `ack`, or its `error`. An answer that cannot be encoded is
 /// `UNAVAILABLE`, like any failure before a write.
 pub fn reply<T: Serialize>(req_id: Value, answer: Result<T, ApiError>) -> Message {
-    let fields = answer.and_then(|a| {
-        serde_json::to_value(&a).map_err(|e| ApiError::Unavailable {
-            detail: format!("encoding failed: {e}"),
-        })
-    });
-    match fields {
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(e) => return error(req_id, &e),
+    };
+    if let Ok(message) = direct_ack(&req_id, &answer) {
+        return message;
+    }
+    // Not an object: `ack` puts it under `result`.
+    match serde_json::to_value(&answer) {
         Ok(fields) => ack(req_id, fields),
-        Err(e) => error(req_id, &e),
+        Err(e) => error(
+            req_id,
+            &ApiError::Unavailable {
+                detail: format!("encoding failed: {e}"),
+            },
+        ),
     }
 }
 
@@ -166,6 +192,43 @@ mod tests {
             json!({"type": "error", "req_id": "r", "code": "NOT_MEMBER",
                    "message": "not a member of this conversation"})
         );
+    }
+
+    /// A page written straight into its ack is the JSON the `Value` path gave, and an answer
+    /// that is not an object still goes under `result`.
+    #[test]
+    fn acks_written_directly_are_the_json_of_the_value_path() {
+        let at = Utc
+            .with_ymd_and_hms(2024, 1, 2, 3, 4, 5)
+            .single()
+            .expect("a time");
+        let join = Event::membership(
+            &ConvId::from_trusted("c-1".into()),
+            1,
+            EventKind::Join,
+            &UserId::from_trusted("ana".into()),
+            &UserId::from_trusted("ana".into()),
+            at,
+        );
+        let page = parley_wire::EventsPage {
+            events: vec![join],
+            head: 9,
+            min_seq: 1,
+            epoch: 0,
+            through_seq: 1,
+            truncated: false,
+            next_before: None,
+        };
+        let direct = json_of(&reply(json!({"k": [1]}), Ok(page.clone())));
+        let via_value = json_of(&ack(
+            json!({"k": [1]}),
+            serde_json::to_value(&page).expect("a page encodes"),
+        ));
+        assert_eq!(direct, via_value);
+        assert_eq!(direct["events"][0]["subject_user"], json!("ana"));
+        assert_eq!(direct["next_before"], Value::Null);
+        let scalar = json_of(&reply(json!(2), Ok(7)));
+        assert_eq!(scalar, json!({"type": "ack", "req_id": 2, "result": 7}));
     }
 
     #[test]

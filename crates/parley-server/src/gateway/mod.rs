@@ -11,6 +11,7 @@ pub mod lease;
 pub mod notices;
 pub mod origin;
 pub mod socket;
+pub mod window;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -25,12 +26,15 @@ use crate::metrics::Metrics;
 use hints::Hints;
 use hub::{CloseReason, Hub};
 use lease::Lease;
+use window::EventWindow;
 
 pub struct Gateway {
     id: String,
     metrics: Arc<Metrics>,
     hub: Arc<Hub>,
     hints: Arc<Hints>,
+    /// The newest events of pull conversations, answering fetches after hints.
+    window: Arc<EventWindow>,
     connections: TaskTracker,
     lease: Arc<Lease>,
     /// Typing frames let through per device and conversation.
@@ -50,6 +54,7 @@ impl Gateway {
             id,
             hub: Arc::new(Hub::default()),
             hints: Arc::new(Hints::new(hint_interval, metrics.hints.clone())),
+            window: Arc::new(EventWindow::new(metrics.window_counters())),
             metrics,
             connections: TaskTracker::new(),
             lease: Arc::new(Lease::new(lease_ms)),
@@ -72,6 +77,10 @@ impl Gateway {
         &self.presence
     }
 
+    pub fn window(&self) -> &Arc<EventWindow> {
+        &self.window
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -88,11 +97,14 @@ impl Gateway {
     /// Starts the fanout, the hint flusher and the lease loop (renewal and reaper); the first
     /// two stop when `stop` is cancelled, the lease loop when the lease is released.
     pub fn start(&self, store: Arc<dyn Store>, bus: Arc<dyn EventBus>, stop: CancellationToken) {
+        // Only the single-node bus brings every commit through this process before its ack.
+        self.window.set_enabled(bus.kind() == "local");
         let fanout = fanout::Fanout::new(
             self.id.clone(),
             store.clone(),
             self.hub.clone(),
             self.hints.clone(),
+            self.window.clone(),
             self.metrics.pushes.clone(),
         );
         tokio::spawn(fanout.run(bus.subscribe(), stop.clone()));

@@ -47,6 +47,9 @@ pub struct Metrics {
     pub pushes: Counter,
     /// Hint frames queued to connections (pull conversations).
     pub hints: Counter,
+    /// Events-after reads by what answered them: `hit` (the gateway's event window) or
+    /// `miss` (the store).
+    pub window_fetches: Family<Label, Counter>,
     /// WebSocket connections closed, by reason (`too_slow` is close code 4008).
     pub ws_closed: Family<Label, Counter>,
     /// Open connections by kind: `http` (accepted TCP connections of the main listener) and
@@ -96,6 +99,7 @@ impl Metrics {
             store_pool_wait_seconds: latency(),
             pushes: Counter::default(),
             hints: Counter::default(),
+            window_fetches: Family::default(),
             ws_closed: Family::default(),
             open_connections: Family::default(),
             route_claims: Counter::default(),
@@ -109,6 +113,21 @@ impl Metrics {
             password_verifications: Counter::default(),
         };
         metrics.registered()
+    }
+
+    /// The hit and miss counters of the event window, shared with the registry.
+    pub fn window_counters(&self) -> crate::gateway::window::WindowCounters {
+        // One statement each: the family's read guard lives to the end of its statement, and a
+        // second `get_or_create` inside it would wait for a write lock behind that guard.
+        let hits = self
+            .window_fetches
+            .get_or_create(&[("outcome", "hit")])
+            .clone();
+        let misses = self
+            .window_fetches
+            .get_or_create(&[("outcome", "miss")])
+            .clone();
+        crate::gateway::window::WindowCounters { hits, misses }
     }
 
     fn registered(mut self) -> Self {
@@ -138,6 +157,11 @@ impl Metrics {
             "parley_pushes",
             "Event frames queued to connections",
             self.pushes.clone(),
+        );
+        r.register(
+            "parley_window_fetches",
+            "Events-after reads answered by the gateway's event window (hit) or the store (miss)",
+            self.window_fetches.clone(),
         );
         r.register(
             "parley_hints",

@@ -95,28 +95,53 @@ impl ReadEvents {
         device: &DeviceIdentity,
     ) -> Result<EventsPage<Event>, ApiError> {
         let (conv_id, query, limit) = match self {
-            Self::After(s) => (
-                s.conv_id,
-                EventsQuery::After {
-                    after: s.after,
-                    epoch: s.epoch,
-                },
-                s.limit,
-            ),
+            Self::After(s) => return s.read(state, device).await,
             Self::Before(h) => (h.conv_id, EventsQuery::Before { before: h.before }, h.limit),
         };
         let page = state
             .store()
             .events(&conv_id, &device.user_id, query, limit)
             .await?;
-        Ok(EventsPage {
-            events: page.events,
-            head: page.head,
-            min_seq: page.min_seq,
-            epoch: page.epoch,
-            through_seq: page.through_seq,
-            truncated: page.truncated,
-            next_before: page.next_before,
-        })
+        Ok(wire_page(page))
+    }
+}
+
+impl SyncAfter {
+    /// From the gateway's event window when it can answer exactly as the store would
+    /// (`gateway::window`), else from the store, whose answer teaches the window the log's
+    /// `min_seq` and `epoch`.
+    async fn read(
+        &self,
+        state: &AppState,
+        device: &DeviceIdentity,
+    ) -> Result<EventsPage<Event>, ApiError> {
+        let window = state.gateway().window();
+        let cursor = (self.after, self.epoch);
+        if let Some(page) = window.serve(&self.conv_id, &device.user_id, cursor, self.limit) {
+            return Ok(wire_page(page));
+        }
+        let generation = window.purge_generation();
+        let query = EventsQuery::After {
+            after: self.after,
+            epoch: self.epoch,
+        };
+        let page = state
+            .store()
+            .events(&self.conv_id, &device.user_id, query, self.limit)
+            .await?;
+        window.learn(&self.conv_id, &page, generation);
+        Ok(wire_page(page))
+    }
+}
+
+fn wire_page(page: parley_domain::EventsPage) -> EventsPage<Event> {
+    EventsPage {
+        events: page.events,
+        head: page.head,
+        min_seq: page.min_seq,
+        epoch: page.epoch,
+        through_seq: page.through_seq,
+        truncated: page.truncated,
+        next_before: page.next_before,
     }
 }

@@ -18,6 +18,8 @@ pub use crate::sql::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
 mod send;
 mod send_batch;
+mod send_function;
+pub use send_function::{SEND_BATCH_FUNCTION_SQL, SEND_FUNCTION_SQL};
 mod send_queue;
 mod timed_pool;
 pub use send_batch::{SEND_BATCH_INSERT_SQL, SEND_BATCH_KEY_CHECK_SQL, SEND_BATCH_LOCK_SQL};
@@ -31,7 +33,7 @@ use std::time::Duration;
 use parley_domain::{ConvId, EventsPage, UserId};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{Connection, PgPool, Postgres, Transaction};
 use timed_pool::TimedPool;
 
 use crate::backend::Backend;
@@ -42,6 +44,12 @@ use crate::types::{SendOutcome, SendRequest};
 
 /// How long a request waits for a pooled connection before the store counts as unavailable.
 const POOL_ACQUIRE_TIMEOUT_MS: u64 = 5_000;
+
+/// A pooled connection idle at least this long is pinged before it is handed out, so one that
+/// died while idle (a restarted server, a dropped route) is replaced instead of failing a
+/// request. A connection in steady use skips the ping: it would double the round trips of every
+/// one-statement read (an events-after page, a token check).
+const POOL_PING_IDLE_MS: u64 = 1_000;
 
 /// Default `idle_in_transaction_session_timeout` of the store's connections: a connection that
 /// sits in an open transaction this long (a stuck client of the pool, a hung task holding a
@@ -100,6 +108,15 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(pool_size)
             .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= Duration::from_millis(POOL_PING_IDLE_MS) {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(connect_options(url, idle_in_transaction_timeout_ms)?)
             .await?;
         let mut store = Self::from_pool(pool);

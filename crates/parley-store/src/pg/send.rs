@@ -1,10 +1,14 @@
 //! The primitives of the send transaction (`flow::send`) on PostgreSQL, one READ COMMITTED
-//! transaction of four statements: the row lock, the key check, the insert, the commit. The
-//! statements are exported for the benchmark's baseline, which runs them without the server.
+//! transaction of five round trips: BEGIN, the row lock, the key check, the insert, COMMIT.
+//! A lone send runs the same steps in one round trip, the function `send_message`
+//! (`send_function.rs`); this transaction stays for the test break `ack-before-commit`, which
+//! needs a commit apart from the answer. The statements are exported for the benchmark's
+//! baseline, which runs them without the server.
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 
+use super::send_function;
 use super::timed_pool::TimedPool;
 use super::PgTx;
 use crate::breaks::Breaks;
@@ -52,7 +56,10 @@ pub(super) async fn send_one(
     req: &SendRequest,
     breaks: Breaks,
 ) -> Result<SendOutcome, StoreError> {
-    send_in(pool.begin().await?, req, breaks).await
+    if breaks.ack_before_commit() {
+        return send_in(pool.begin().await?, req, breaks).await;
+    }
+    send_function::send_one(pool, req, breaks).await
 }
 
 impl SendTx for PgTx<'_> {

@@ -29,6 +29,7 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::send_function;
 use super::timed_pool::TimedPool;
 use super::PgTx;
 use crate::breaks::Breaks;
@@ -150,8 +151,23 @@ struct Checked {
 }
 
 /// Commits `reqs` and answers each in order. `Err`: the batch failed before its commit, so
-/// nothing of it was written.
+/// nothing of it was written. The batch runs as one statement, the function `send_messages`
+/// (`send_function.rs`), except under the test break `ack-before-commit`, which needs a commit
+/// apart from the answer and runs the statements below in a transaction.
 pub(super) async fn send_batch(
+    pool: &TimedPool,
+    reqs: &[&SendRequest],
+    breaks: Breaks,
+) -> Result<Vec<Result<SendOutcome, StoreError>>, StoreError> {
+    if !breaks.ack_before_commit() {
+        return send_function::send_batch(pool, reqs, breaks).await;
+    }
+    send_batch_in_transaction(pool, reqs, breaks).await
+}
+
+/// The batch as a transaction of five round trips: BEGIN, the locks, the key checks, the
+/// insert, COMMIT.
+async fn send_batch_in_transaction(
     pool: &TimedPool,
     reqs: &[&SendRequest],
     breaks: Breaks,

@@ -1,12 +1,12 @@
 //! Batching of concurrent sends (SPEC §4, "Batching").
 //!
-//! Every send pays a transaction: a lock, a key check, an insert and a commit, five round trips
-//! and a WAL flush; and sends to one conversation commit strictly one after another behind its
-//! row lock. Here a send joins the node's queue, and at most `SEND_WORKERS_MAX` workers commit
-//! what is queued, batch by batch: one transaction for everything queued when a worker takes
-//! its next batch, one lock statement, one key check, one insert, one commit, each request
-//! still checked on its own (`send_batch.rs`). A send that finds the queue empty starts a
-//! worker and is committed alone through the plain send transaction (`send.rs`), so an idle
+//! Every send pays a transaction: a lock, a key check, an insert and a commit (one round trip
+//! through the function `send_message`, `send_function.rs`) and a WAL flush; and sends to one
+//! conversation commit strictly one after another behind its row lock. Here a send joins the
+//! node's queue, and at most `SEND_WORKERS_MAX` workers commit what is queued, batch by batch:
+//! one transaction for everything queued when a worker takes its next batch (one call of
+//! `send_messages`), each request still checked on its own (`send_batch.rs`). A send that
+//! finds the queue empty starts a worker and is committed alone (`send.rs`), so an idle
 //! server pays nothing for the queue; under load the batches grow by themselves, since sends
 //! queue while a worker's transaction runs. A conversation is in at most one batch at a time:
 //! its sends wait in the queue for the next batch rather than in the database for its row lock,

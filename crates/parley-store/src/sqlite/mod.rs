@@ -16,6 +16,9 @@
 //! - `synchronous = FULL`: every commit syncs the WAL to disk before it returns, so an ack
 //!   survives a crash of the process and of the machine. `NORMAL` would skip that sync and keep
 //!   acks across `kill -9` but not across a power loss; an ack promises durability (P6);
+//! - concurrent sends share that sync: the node's send queue commits everything queued while
+//!   the previous batch committed in one transaction, each request in a savepoint of its own
+//!   (`send_queue.rs`, `send_batch.rs`); every answer leaves after the commit returned;
 //! - a busy timeout, for the rare writer outside this process (the sqlite3 shell, a test);
 //! - foreign keys on, as in PostgreSQL;
 //! - the directory and the files owner-only (`files.rs`).
@@ -29,9 +32,12 @@ mod recall;
 mod retention;
 mod rows;
 mod send;
+mod send_batch;
+pub mod send_queue;
 mod views;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
@@ -74,6 +80,8 @@ pub struct SqliteStore {
     /// four, `cleanup-without-cad` and `ack-before-commit` apply here; the other two remove
     /// PostgreSQL guards that the single writer does not have (`send.rs`).
     breaks: Breaks,
+    /// Concurrent sends waiting to be committed together (`send_queue.rs`).
+    sends: Arc<send_queue::SendQueue>,
 }
 
 impl SqliteStore {
@@ -125,6 +133,7 @@ impl SqliteStore {
             path: path.to_owned(),
             observer: ObserverSlot::default(),
             breaks: Breaks::default(),
+            sends: Arc::default(),
         })
     }
 
@@ -207,6 +216,15 @@ impl Backend for SqliteStore {
 
     async fn connection(&self) -> Result<PoolConnection<Sqlite>, StoreError> {
         self.acquire(&self.reader).await
+    }
+
+    /// Through the node's send queue, which commits concurrent sends in one transaction and
+    /// one WAL sync (group commit).
+    async fn commit_send(
+        &self,
+        req: &crate::types::SendRequest,
+    ) -> Result<crate::types::SendOutcome, StoreError> {
+        self.queued_send(req.clone()).await
     }
 
     fn observe(&self, observer: std::sync::Arc<dyn crate::StoreObserver>) {
