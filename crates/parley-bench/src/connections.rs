@@ -33,7 +33,7 @@ const ROUND_GAP_MS: u64 = 200;
 pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
     let fo = &args.fanout;
     let sockets = args.online.unwrap_or(CONNECTIONS_DEFAULT);
-    if sockets == 0 || sockets % fo.group_size != 0 {
+    if sockets == 0 || !sockets.is_multiple_of(fo.group_size) {
         bail!("--online must be a positive multiple of --group-size");
     }
     let Some(pid) = args.large_group.server_pid else {

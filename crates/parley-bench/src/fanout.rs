@@ -41,7 +41,7 @@ pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
     let fo = &args.fanout;
     let sockets = args.online.unwrap_or(ONLINE_DEFAULT);
     let rate = args.rate.unwrap_or(RATE_DEFAULT);
-    if sockets == 0 || sockets % fo.group_size != 0 || rate <= 0.0 {
+    if sockets == 0 || !sockets.is_multiple_of(fo.group_size) || rate <= 0.0 {
         bail!("--online must be a positive multiple of --group-size, and --rate positive");
     }
     if args.large_group.server_pid.is_none() {

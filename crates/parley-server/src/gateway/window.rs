@@ -29,10 +29,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use parley_domain::{ConvId, Event, EventKind, EventsPage, UserId};
 use parley_store::MemberSnapshot;
 use prometheus_client::metrics::counter::Counter;
+use tokio::sync::Notify;
 
 /// Most events kept per conversation; the oldest go first. A fetch after a hint needs the events
 /// since the reader's last fetch, a handful in a steady stream.
@@ -44,6 +46,11 @@ pub const WINDOW_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Most conversations with a committed seq noted before the fanout saw its announcement; past
 /// it every window starts over.
 pub const NOTED_CONVS_MAX: usize = 100_000;
+/// Longest a fetch waits for the fanout to append the commits noted before it arrived. Sends
+/// into a busy conversation are noted before their ack and appended a moment later, so a fetch
+/// that arrives between the two would otherwise always go to the store; past this wait (a
+/// fanout busy repairing a gap) it goes to the store anyway.
+pub const WINDOW_CATCH_UP_WAIT_MS: u64 = 10;
 
 /// The window's bounds; `Default` is the named constants above.
 #[derive(Debug, Clone, Copy)]
@@ -153,6 +160,17 @@ pub struct EventWindow {
     enabled: AtomicBool,
     inner: Mutex<Inner>,
     counters: WindowCounters,
+    /// Woken after every append or drop, for fetches waiting on the fanout (`fetch`).
+    changed: Notify,
+}
+
+/// Why the window could not answer a fetch.
+enum Miss {
+    /// Everything holds except that the window does not yet reach the commits noted before
+    /// the fetch: the fanout is about to append them.
+    Behind,
+    /// The store must answer.
+    Store,
 }
 
 /// The estimated memory of one event: its struct and its texts.
@@ -179,6 +197,7 @@ impl EventWindow {
             enabled: AtomicBool::new(false),
             inner: Mutex::new(Inner::default()),
             counters,
+            changed: Notify::new(),
         }
     }
 
@@ -275,6 +294,11 @@ impl EventWindow {
         if !self.enabled() {
             return;
         }
+        self.append_locked(event);
+        self.changed.notify_waiters();
+    }
+
+    fn append_locked(&self, event: &Arc<Event>) {
         let mut inner = self.lock();
         let conv_id = &event.conv_id;
         let Some(w) = inner.convs.get_mut(conv_id) else {
@@ -389,55 +413,107 @@ impl EventWindow {
             return;
         }
         self.lock().clear();
+        self.changed.notify_waiters();
     }
 
     /// The events-after page for `reader`, as the store would answer it, when the window can
-    /// tell it; `None` sends the request to the store.
+    /// tell it now; `None` sends the request to the store.
     pub fn serve(
         &self,
         conv_id: &ConvId,
         reader: &UserId,
-        (after, epoch): (i64, Option<i64>),
+        cursor: (i64, Option<i64>),
         limit: u32,
     ) -> Option<EventsPage> {
-        let page = self
-            .enabled()
-            .then(|| self.page(conv_id, reader, (after, epoch), limit));
-        match page.flatten() {
-            Some(page) => {
-                self.counters.hits.inc();
-                Some(page)
-            }
-            None => {
-                self.counters.misses.inc();
-                None
+        let page = match self.known_head(conv_id) {
+            Some(through) => self.page(conv_id, reader, cursor, limit, through).ok(),
+            None => None,
+        };
+        self.count(page)
+    }
+
+    /// As `serve`, but a fetch that finds the window short of commits noted before it arrived
+    /// waits for the fanout to append them, at most `WINDOW_CATCH_UP_WAIT_MS`.
+    pub async fn fetch(
+        &self,
+        conv_id: &ConvId,
+        reader: &UserId,
+        cursor: (i64, Option<i64>),
+        limit: u32,
+    ) -> Option<EventsPage> {
+        // Every write acked before this fetch arrived is noted by now; later ones it may omit.
+        let Some(through) = self.known_head(conv_id) else {
+            return self.count(None);
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(WINDOW_CATCH_UP_WAIT_MS);
+        loop {
+            // Registered before the check, so an append between the check and the wait wakes it.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.page(conv_id, reader, cursor, limit, through) {
+                Ok(page) => return self.count(Some(page)),
+                Err(Miss::Behind) => {
+                    if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                        return self.count(None);
+                    }
+                }
+                Err(Miss::Store) => return self.count(None),
             }
         }
     }
 
+    fn count(&self, page: Option<EventsPage>) -> Option<EventsPage> {
+        match &page {
+            Some(_) => self.counters.hits.inc(),
+            None => self.counters.misses.inc(),
+        };
+        page
+    }
+
+    /// The newest seq of `conv_id` known committed, when it has a window and the window is on.
+    fn known_head(&self, conv_id: &ConvId) -> Option<i64> {
+        if !self.enabled() {
+            return None;
+        }
+        self.lock().convs.get(conv_id).map(|w| w.known_head)
+    }
+
+    /// The page, when the window holds every event from the cursor to at least `through`.
     fn page(
         &self,
         conv_id: &ConvId,
         reader: &UserId,
         (after, epoch): (i64, Option<i64>),
         limit: u32,
-    ) -> Option<EventsPage> {
+        through: i64,
+    ) -> Result<EventsPage, Miss> {
         let inner = self.lock();
         if inner.purging > 0 {
-            return None;
+            return Err(Miss::Store);
         }
-        let w = inner.convs.get(conv_id)?;
-        let meta = w.meta?;
-        let first = w.events.front()?.seq;
-        let head = w.newest()?;
-        let start = after.checked_add(1)?;
-        let covered = w.known_head <= head && first <= start && after < head;
+        let w = inner.convs.get(conv_id).ok_or(Miss::Store)?;
+        let meta = w.meta.ok_or(Miss::Store)?;
+        let first = w.events.front().ok_or(Miss::Store)?.seq;
+        let head = w.newest().ok_or(Miss::Store)?;
+        let start = after.checked_add(1).ok_or(Miss::Store)?;
         let visible = w.members.get(reader).is_some_and(|from| *from <= start);
-        if !covered || !visible || start < meta.min_seq || epoch.is_some_and(|e| e != meta.epoch) {
-            return None;
+        if first > start
+            || !visible
+            || start < meta.min_seq
+            || epoch.is_some_and(|e| e != meta.epoch)
+        {
+            return Err(Miss::Store);
+        }
+        if through > head {
+            // Commits acked before the fetch are not appended yet: the fanout is about to.
+            return Err(Miss::Behind);
+        }
+        if after >= head {
+            return Err(Miss::Store);
         }
         let limit = limit.max(1) as usize;
-        let skip = usize::try_from(start - first).ok()?;
+        let skip = usize::try_from(start - first).map_err(|_| Miss::Store)?;
         let events: Vec<Event> = w
             .events
             .iter()
@@ -449,7 +525,7 @@ impl EventWindow {
             Some(last) if events.len() == limit => last.seq,
             _ => head,
         };
-        Some(EventsPage {
+        Ok(EventsPage {
             events,
             head,
             min_seq: meta.min_seq,
@@ -623,6 +699,46 @@ mod tests {
         w.append(&msg(6));
         let page = w.serve(&conv(), &user("a"), (3, None), 50).expect("a hit");
         assert_eq!(seqs(&page), vec![4, 5, 6]);
+    }
+
+    #[tokio::test]
+    async fn a_fetch_waits_for_the_append_of_a_commit_noted_before_it() {
+        let w = Arc::new(window_with(WindowLimits::default(), 2, 5));
+        w.note(&conv(), 6);
+        let appender = {
+            let w = w.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                w.append(&msg(6));
+            })
+        };
+        let page = w
+            .fetch(&conv(), &user("a"), (3, None), 50)
+            .await
+            .expect("served once seq 6 is appended");
+        assert_eq!(seqs(&page), vec![4, 5, 6]);
+        appender.await.expect("appender");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fetch_goes_to_the_store_when_the_append_does_not_come() {
+        let w = window_with(WindowLimits::default(), 2, 5);
+        w.note(&conv(), 6);
+        let started = tokio::time::Instant::now();
+        assert!(w.fetch(&conv(), &user("a"), (3, None), 50).await.is_none());
+        assert!(started.elapsed() >= Duration::from_millis(WINDOW_CATCH_UP_WAIT_MS));
+        // A commit noted after the fetch arrived does not hold it back.
+        let w = window_with(WindowLimits::default(), 2, 5);
+        let page = w
+            .fetch(&conv(), &user("a"), (3, None), 50)
+            .await
+            .expect("a hit");
+        assert_eq!(seqs(&page), vec![4, 5]);
+        // A reader the window cannot answer does not wait.
+        w.note(&conv(), 6);
+        let started = tokio::time::Instant::now();
+        assert!(w.fetch(&conv(), &user("x"), (3, None), 50).await.is_none());
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[test]

@@ -117,7 +117,10 @@ impl SyncAfter {
     ) -> Result<EventsPage<Event>, ApiError> {
         let window = state.gateway().window();
         let cursor = (self.after, self.epoch);
-        if let Some(page) = window.serve(&self.conv_id, &device.user_id, cursor, self.limit) {
+        if let Some(page) = window
+            .fetch(&self.conv_id, &device.user_id, cursor, self.limit)
+            .await
+        {
             return Ok(wire_page(page));
         }
         let generation = window.purge_generation();
