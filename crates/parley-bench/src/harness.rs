@@ -15,12 +15,14 @@ use serde_json::Value;
 
 use crate::baseline::{self, BaselinePlan, BaselineResult, Shape};
 use crate::conclude::{conclude, latencies, Concluded};
+use crate::cpu::{CpuReadings, CpuSpent};
 use crate::devices::Devices;
 use crate::load::{
     closed_loop, open_loop, Ack, ClosedLoop, LoadCounters, LoadOutcome, OpenLoop, Picker,
 };
 use crate::load_report::{self, Common};
 use crate::progress::{bar, phase, with_progress};
+use crate::server_metrics::ServerCounters;
 use crate::target::Target;
 use crate::world::{self, World, WorldPlan};
 use crate::BenchArgs;
@@ -128,7 +130,17 @@ pub async fn run<S: LoadModel>(args: &BenchArgs, target: &Target, scenario: &S) 
     let mut rng = StdRng::seed_from_u64(args.seed);
     let plan = scenario.world(args, &mut rng)?;
     let setup = setup(target, plan, &mut rng).await?;
+    let server_pid = args.large_group.server_pid;
+    let pg_database = args.large_group.postgres_database.as_deref();
+    let cpu_before = CpuReadings::now(server_pid, pg_database);
+    // Counters are optional: a server whose metrics cannot be read still gets its report.
+    let counters_before = ServerCounters::read(&setup.target).await.ok();
     let loaded = scenario.load(args, &setup).await?;
+    let load_cpu = CpuReadings::now(server_pid, pg_database).since(&cpu_before);
+    let load_counters = match (counters_before, ServerCounters::read(&setup.target).await) {
+        (Some(before), Ok(after)) => Some(after.since(&before)),
+        _ => None,
+    };
     let Setup {
         world,
         devices,
@@ -158,6 +170,8 @@ pub async fn run<S: LoadModel>(args: &BenchArgs, target: &Target, scenario: &S) 
         baseline: compared,
     });
     report["connect_settle_s"] = serde_json::json!(connect_settle_s);
+    report["load_cpu_ms"] = load_cpu_report(&load_cpu);
+    report["pull_fetches"] = load_counters.map_or(Value::Null, |c| fetches_report(&c, &load_cpu));
     scenario.report(
         args,
         &mut report,
@@ -178,6 +192,31 @@ pub async fn run<S: LoadModel>(args: &BenchArgs, target: &Target, scenario: &S) 
         );
     }
     Ok(())
+}
+
+/// CPU of the load phase: the server's (with --server-pid), PostgreSQL's (the backends of
+/// --postgres-database when given) and the load generator's own.
+fn load_cpu_report(cpu: &CpuSpent) -> Value {
+    serde_json::json!({
+        "server": cpu.server_ms,
+        "postgres": cpu.postgres_ms,
+        "load_generator": cpu.bench_ms,
+    })
+}
+
+/// The events-after fetches of the load phase (the pull devices' fetches after hints, and
+/// any catch-up), by what answered them, with PostgreSQL's CPU of the whole phase per fetch:
+/// an upper bound of a fetch's cost, since the phase's sends are in it too.
+fn fetches_report(c: &ServerCounters, cpu: &CpuSpent) -> Value {
+    let fetches = c.fetches();
+    let per_fetch = |ms: u64| (fetches > 0).then(|| ms as f64 / fetches as f64);
+    serde_json::json!({
+        "total": fetches,
+        "from_window": c.window_hits,
+        "from_store": c.window_misses,
+        "window_hit_ratio": (fetches > 0).then(|| c.window_hits as f64 / fetches as f64),
+        "postgres_cpu_ms_per_fetch_max": per_fetch(cpu.postgres_ms),
+    })
 }
 
 /// The world and its devices, online and tracking.

@@ -35,6 +35,7 @@ mod plots;
 mod progress;
 mod reconnect_storm;
 mod saturate;
+mod server_metrics;
 mod seed_peak;
 mod target;
 mod verify;

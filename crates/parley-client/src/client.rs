@@ -344,10 +344,16 @@ impl Client {
         self.http.ok(self.http.bare(Method::GET, url)).await
     }
 
-    /// The Prometheus text exposition.
+    /// The Prometheus text exposition. On the main listener only the admin token may read
+    /// it, so a client with a token sends it; the metrics listener ignores it.
     pub async fn metrics(&self) -> Result<String, ClientError> {
         let url = self.http.url(&["metrics"])?;
-        self.http.text(self.http.bare(Method::GET, url)).await
+        let req = if self.http.token().is_empty() {
+            self.http.bare(Method::GET, url)
+        } else {
+            self.http.authorised(Method::GET, url)
+        };
+        self.http.text(req).await
     }
 
     /// The OpenAPI 3 document of the HTTP contract.
