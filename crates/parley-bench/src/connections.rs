@@ -22,8 +22,8 @@ use crate::BenchArgs;
 pub const CONNECTIONS_DEFAULT: usize = 16_000;
 /// The target of resident server memory per idle connection.
 const RSS_PER_CONNECTION_TARGET_BYTES: u64 = 8 * 1024;
-/// Pause after the last socket connected, before memory is read, so that the connections'
-/// first exchanges are over.
+/// Pause after the presence frames of the connects settled, before memory is read, so that
+/// the connections' first exchanges are over.
 const SETTLE_MS: u64 = 2_000;
 /// How long one round's deliveries may take before the missing ones count as lost.
 const ROUND_TIMEOUT_MS: u64 = 30_000;
@@ -47,6 +47,8 @@ pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
     let started = Instant::now();
     let online = Sockets::connect(target.url(), &groups.tokens, fo.connect_concurrency).await?;
     let connect_s = started.elapsed().as_secs_f64();
+    crate::progress::phase("waiting for the presence frames of the connects to settle");
+    let settled = online.settle().await;
     tokio::time::sleep(Duration::from_millis(SETTLE_MS)).await;
     let rss_open = process_rss_bytes(pid).context("reading the server's /proc status")?;
     crate::progress::phase(&format!("{} pushes to every connection", fo.push_rounds));
@@ -57,10 +59,10 @@ pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
         open: rss_open,
         sockets: sockets as u64,
     };
-    publish(
-        &args.out,
-        &report(args, &groups, &rss, connect_s, &rounds, &seen)?,
-    )
+    let mut report = report(args, &groups, &rss, connect_s, &rounds, &seen)?;
+    report["connect_settle_s"] = serde_json::json!(settled.0.as_secs_f64());
+    report["presence_frames_of_connects"] = serde_json::json!(settled.1);
+    publish(&args.out, &report)
 }
 
 /// One round: when it started, and the seq each group's message got.

@@ -52,6 +52,8 @@ pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
         OnlineGroups::create(args, target, "fo", sockets / fo.group_size, fo.group_size).await?;
     crate::progress::phase(&format!("connecting {sockets} WebSockets"));
     let online = Sockets::connect(target.url(), &groups.tokens, fo.connect_concurrency).await?;
+    crate::progress::phase("waiting for the presence frames of the connects to settle");
+    let settled = online.settle().await;
     warm_up(&groups, &online).await?;
     crate::progress::phase(&format!(
         "{rate} messages/s for {} s into {} groups",
@@ -60,7 +62,10 @@ pub async fn run(args: &BenchArgs, target: &Target) -> Result<()> {
     ));
     let window = measure(args, &groups, &online, rate).await?;
     let seen = online.stop().await?;
-    publish(&args.out, &report(args, &groups, rate, &window, &seen)?)
+    let mut report = report(args, &groups, rate, &window, &seen)?;
+    report["connect_settle_s"] = json!(settled.0.as_secs_f64());
+    report["presence_frames_of_connects"] = json!(settled.1);
+    publish(&args.out, &report)
 }
 
 /// One message per group, delivered to every member, then a pause.

@@ -104,12 +104,20 @@ impl OnlineGroups {
     }
 }
 
+/// Quiet time that counts as settled: no presence frame for this long.
+const SETTLE_QUIET_MS: u64 = 500;
+/// Longest wait for the presence frames of the connects to settle.
+const SETTLE_MAX_MS: u64 = 120_000;
+
 /// What one socket saw: the seq and arrival time of each message's event frame.
 pub type Deliveries = Vec<(i64, Instant)>;
 
 /// Every member's socket, connected and answering, each read by a task of its own.
 pub struct Sockets {
     pub delivered: Arc<AtomicU64>,
+    /// Every other text frame (presence above all: each connect is announced to the
+    /// member's peers).
+    pub others: Arc<AtomicU64>,
     stop: CancellationToken,
     readers: Vec<JoinHandle<Result<Deliveries>>>,
 }
@@ -121,22 +129,45 @@ impl Sockets {
     /// connect.
     pub async fn connect(url: &str, tokens: &[String], concurrency: usize) -> Result<Sockets> {
         let (delivered, stop) = (Arc::new(AtomicU64::new(0)), CancellationToken::new());
+        let others = Arc::new(AtomicU64::new(0));
         let readers = bounded(tokens.len(), concurrency, |i| {
-            let (token, delivered, stop) = (&tokens[i], delivered.clone(), stop.clone());
+            let (token, stop) = (&tokens[i], stop.clone());
+            let counts = (delivered.clone(), others.clone());
             async move {
                 let limit = Duration::from_millis(CONNECT_TIMEOUT_MS);
                 let socket = tokio::time::timeout(limit, ready_socket(url, token))
                     .await
                     .context("a socket took too long to connect")??;
-                Ok(tokio::spawn(read(socket, delivered, stop)))
+                Ok(tokio::spawn(read(socket, counts, stop)))
             }
         })
         .await?;
         Ok(Sockets {
             delivered,
+            others,
             stop,
             readers,
         })
+    }
+
+    /// Waits until no frame other than a message arrived for `SETTLE_QUIET_MS`, at most
+    /// `SETTLE_MAX_MS`: the presence frames of the connects are out of the way before a
+    /// measurement. Answers how long it waited and how many such frames came in all.
+    pub async fn settle(&self) -> (Duration, u64) {
+        let started = Instant::now();
+        let quiet = Duration::from_millis(SETTLE_QUIET_MS);
+        let mut seen = self.others.load(Ordering::Relaxed);
+        let mut since = Instant::now();
+        while started.elapsed() < Duration::from_millis(SETTLE_MAX_MS) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = self.others.load(Ordering::Relaxed);
+            if now != seen {
+                (seen, since) = (now, Instant::now());
+            } else if since.elapsed() >= quiet {
+                break;
+            }
+        }
+        (started.elapsed(), seen)
     }
 
     pub fn delivered(&self) -> u64 {
@@ -210,7 +241,7 @@ fn message_seq(text: &str) -> Option<i64> {
 
 async fn read(
     ws: Socket,
-    delivered: Arc<AtomicU64>,
+    (delivered, others): (Arc<AtomicU64>, Arc<AtomicU64>),
     stop: CancellationToken,
 ) -> Result<Deliveries> {
     let (mut sink, mut stream) = ws.split();
@@ -228,6 +259,8 @@ async fn read(
             if let Some(seq) = message_seq(text.as_str()) {
                 seen.push((seq, at));
                 delivered.fetch_add(1, Ordering::Relaxed);
+            } else {
+                others.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

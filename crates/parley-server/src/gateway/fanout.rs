@@ -9,7 +9,11 @@
 //! nothing: the client repairs by sync.
 //!
 //! Member sets come from a per-conversation cache that the log's own join and leave events
-//! update in seq order; the store is asked once per conversation, not per pushed event.
+//! update in seq order; the store is asked once per conversation, not per pushed event. The
+//! fanout takes every announcement already queued at once, and reads the member sets of the
+//! conversations among them that it does not know yet concurrently, before pushing any of
+//! them in order: one conversation's snapshot read no longer holds back the pushes of every
+//! other (a cold cache after a start, many conversations seen for the first time).
 //!
 //! A `pull` conversation (SPEC §8) gets no event frames: each recipient's connection gets a
 //! coalesced `hint` with the head instead, and fetches the events itself. The cache holds the
@@ -21,11 +25,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::ws::Message;
+use futures::StreamExt;
 use parley_bus::{Announcement, Committed, Subscription};
 use parley_domain::{ConvId, DeliveryMode, Event, EventKind, UserId};
 use parley_store::{MemberSnapshot, Store};
 use prometheus_client::metrics::counter::Counter;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::hints::Hints;
@@ -38,6 +43,13 @@ use super::window::EventWindow;
 const REPAIR_EVENTS_MAX: u32 = 500;
 /// Most conversations whose member sets are cached; past it the cache starts over.
 const MEMBER_CACHE_CONVS_MAX: usize = 100_000;
+/// Most announcements taken from the bus at once: their new conversations' member sets are
+/// read together before any of them is pushed, so this bounds what one slow read delays.
+const FANOUT_BATCH_LEN_MAX: usize = 256;
+/// Most member snapshots read at once; the store's pool serves the sends too.
+const SNAPSHOT_READS_IN_FLIGHT_MAX: usize = 8;
+
+type Next = Result<Announcement, RecvError>;
 
 struct ConvState {
     /// The last seq pushed for this conversation; `None` until the first push.
@@ -94,34 +106,99 @@ impl Fanout {
 
     pub async fn run(mut self, mut sub: Subscription, shutdown: CancellationToken) {
         loop {
-            let next = tokio::select! {
+            let mut next = Some(tokio::select! {
                 _ = shutdown.cancelled() => return,
                 next = sub.recv() => next,
-            };
-            match next {
-                Ok(Announcement::Committed(a)) => self.handle(a).await,
-                Ok(Announcement::Notice(notice)) => {
-                    notices::apply(&self.hub, self.store.as_ref(), &self.gateway_id, &notice).await
+            });
+            while let Some(this) = next.take() {
+                match this {
+                    Ok(Announcement::Committed(a)) => {
+                        let (batch, after) = take_queued(a, &mut sub);
+                        self.read_new_snapshots(&batch).await;
+                        for a in batch {
+                            self.handle(a).await;
+                        }
+                        next = after;
+                    }
+                    Ok(Announcement::Notice(notice)) => {
+                        notices::apply(&self.hub, self.store.as_ref(), &self.gateway_id, &notice)
+                            .await
+                    }
+                    Ok(Announcement::Reconnected) => {
+                        // Revocations and kicks announced while the transport was down were
+                        // lost with the heads: every connection's token and route is checked
+                        // as after a lag.
+                        self.recheck_tokens();
+                        self.repair_all().await
+                    }
+                    Err(RecvError::Lagged(missed)) => {
+                        // Announcements were lost; positions are unknown, so start over.
+                        // Clients repair the missed pushes and read positions by sync;
+                        // revocations that may have been lost are found by checking every
+                        // connection's token.
+                        tracing::warn!(missed, "fanout lagged behind the bus");
+                        self.convs.clear();
+                        self.window.clear();
+                        self.recheck_tokens();
+                    }
+                    Err(RecvError::Closed) => return,
                 }
-                Ok(Announcement::Reconnected) => {
-                    // Revocations and kicks announced while the transport was down were lost
-                    // with the heads: every connection's token and route is checked as after
-                    // a lag.
-                    self.recheck_tokens();
-                    self.repair_all().await
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    // Announcements were lost; positions are unknown, so start over. Clients
-                    // repair the missed pushes and read positions by sync; revocations that
-                    // may have been lost are found by checking every connection's token.
-                    tracing::warn!(missed, "fanout lagged behind the bus");
-                    self.convs.clear();
-                    self.window.clear();
-                    self.recheck_tokens();
-                }
-                Err(RecvError::Closed) => return,
             }
         }
+    }
+
+    /// Reads, concurrently, the member snapshots of the conversations of `batch` that the cache
+    /// does not hold. Each read starts after its conversation's announcements arrived, as the
+    /// read `handle` makes for a single one. A failed read is left to `handle`, which tries again.
+    async fn read_new_snapshots(&mut self, batch: &[Committed]) {
+        if self.hub.online_user_count() == 0 {
+            return;
+        }
+        let mut new: Vec<ConvId> = Vec::new();
+        for a in batch {
+            if !self.convs.contains_key(&a.conv_id) && !new.contains(&a.conv_id) {
+                new.push(a.conv_id.clone());
+            }
+        }
+        if new.len() < 2 {
+            return;
+        }
+        let generation = self.window.generation();
+        let snaps: Vec<_> = futures::stream::iter(new)
+            .map(|conv_id| {
+                let store = self.store.clone();
+                async move {
+                    let snap = store.current_members(&conv_id).await;
+                    (conv_id, snap)
+                }
+            })
+            .buffer_unordered(SNAPSHOT_READS_IN_FLIGHT_MAX)
+            .collect()
+            .await;
+        for (conv_id, snap) in snaps {
+            if let Ok(snap) = snap {
+                self.cache(conv_id, snap, generation);
+            }
+        }
+    }
+
+    /// Caches a member snapshot read after `generation` was taken.
+    fn cache(&mut self, conv_id: ConvId, snap: MemberSnapshot, generation: u64) {
+        if self.convs.len() >= MEMBER_CACHE_CONVS_MAX {
+            self.convs.clear();
+            self.window.clear();
+        }
+        if snap.delivery_mode == DeliveryMode::Pull {
+            self.window.track(&conv_id, &snap, generation);
+        }
+        let state = ConvState {
+            last_pushed: None,
+            members: snap.members.into_iter().collect(),
+            members_through: snap.head,
+            mode: snap.delivery_mode,
+            pull_threshold: snap.pull_threshold,
+        };
+        self.convs.insert(conv_id, state);
     }
 
     /// Checks every connection's token in a task of its own, so pushes go on meanwhile; one
@@ -188,19 +265,7 @@ impl Fanout {
         if !self.convs.contains_key(&a.conv_id) {
             let generation = self.window.generation();
             match self.store.current_members(&a.conv_id).await {
-                Ok(snap) => {
-                    if snap.delivery_mode == DeliveryMode::Pull {
-                        self.window.track(&a.conv_id, &snap, generation);
-                    }
-                    let state = ConvState {
-                        last_pushed: None,
-                        members: snap.members.into_iter().collect(),
-                        members_through: snap.head,
-                        mode: snap.delivery_mode,
-                        pull_threshold: snap.pull_threshold,
-                    };
-                    self.convs.insert(a.conv_id.clone(), state);
-                }
+                Ok(snap) => self.cache(a.conv_id.clone(), snap, generation),
                 Err(e) => {
                     tracing::warn!(conv_id = %a.conv_id, error = %e, "member snapshot failed; push skipped");
                     return;
@@ -249,6 +314,24 @@ impl Fanout {
             .await?;
         Ok(events.into_iter().map(Arc::new).collect())
     }
+}
+
+/// `first` and every announcement queued behind it, up to the first that is not a commit (or
+/// an error), which comes back to be handled after the batch.
+fn take_queued(first: Committed, sub: &mut Subscription) -> (Vec<Committed>, Option<Next>) {
+    let mut batch = vec![first];
+    while batch.len() < FANOUT_BATCH_LEN_MAX {
+        match sub.try_recv() {
+            Ok(Announcement::Committed(a)) => batch.push(a),
+            Ok(other) => return (batch, Some(Ok(other))),
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Lagged(missed)) => {
+                return (batch, Some(Err(RecvError::Lagged(missed))))
+            }
+            Err(TryRecvError::Closed) => return (batch, Some(Err(RecvError::Closed))),
+        }
+    }
+    (batch, None)
 }
 
 /// Applies a join or leave that the cache has not seen yet.

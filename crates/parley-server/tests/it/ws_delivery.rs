@@ -472,3 +472,65 @@ async fn check_06_slow_consumer_isolated(store: StoreKind) -> Result<()> {
     drop(ws_slow);
     Ok(())
 }
+
+/// Conversations in `check_fanout_reads_new_member_sets_together`.
+const COLD_CONVS: usize = 24;
+/// Messages sent into each of them at once.
+const COLD_MSGS_PER_CONV: usize = 3;
+
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    check_fanout_reads_new_member_sets_together
+);
+/// Sends into many conversations the fanout has not seen yet, all at once: the fanout takes
+/// their announcements together and reads the new member sets concurrently; every event still
+/// reaches the member's device exactly once, and each conversation's events in seq order.
+async fn check_fanout_reads_new_member_sets_together(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
+    let ana = server.user_with_device("u-ana").await;
+    let ben = server.user_with_device("u-ben").await;
+    for c in 0..COLD_CONVS {
+        ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id(&format!("c-{c}")))
+            .await?;
+    }
+    let mut ws_ben = Ws::connect(server.base_url(), ben.token()).await?;
+    ready(&mut ws_ben).await?;
+    let sends = (0..COLD_CONVS).map(|c| {
+        let ana = &ana;
+        async move {
+            for m in 0..COLD_MSGS_PER_CONV {
+                ana.send(&format!("c-{c}"), &format!("m-{m}"), &format!("{c}/{m}"))
+                    .await?;
+            }
+            anyhow::Ok(())
+        }
+    });
+    for sent in futures::future::join_all(sends).await {
+        sent?;
+    }
+    let mut last_seq: std::collections::HashMap<String, i64> = Default::default();
+    for _ in 0..COLD_CONVS * COLD_MSGS_PER_CONV {
+        let push = ws_ben.next_of("event", WAIT).await?;
+        let conv = push["event"]["conv_id"]
+            .as_str()
+            .context("conv_id")?
+            .to_owned();
+        let seq = push["event"]["seq"].as_i64().context("seq")?;
+        let before = last_seq.insert(conv.clone(), seq);
+        ensure!(
+            before.is_none_or(|b| seq == b + 1),
+            "{conv}: seq {seq} after {before:?}"
+        );
+    }
+    ensure!(
+        last_seq.len() == COLD_CONVS,
+        "pushed conversations {}",
+        last_seq.len()
+    );
+    let extra = ws_ben.next_json(Duration::from_millis(300)).await?;
+    ensure!(
+        extra.as_ref().is_none_or(|f| f["type"] != "event"),
+        "an event beyond the sends: {extra:?}"
+    );
+    Ok(())
+}
