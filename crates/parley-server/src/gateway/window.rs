@@ -7,10 +7,13 @@
 //! from the log before it hands them on); an append that is not the next seq drops the
 //! conversation's window rather than let it serve a hole. A fetch `after = N` is served from
 //! memory only when all of these hold, and from the store otherwise:
-//! - the window covers `N + 1` up to its newest event, and that newest event is the newest seq
-//!   this gateway knows to be committed: every send, membership change or recall acked through
-//!   this gateway notes its seq here before its ack goes out (`note`), so an answer from the
-//!   window reflects every write acked before the request (SPEC §5, read your writes);
+//! - the window covers `N + 1` up to at least the newest seq this gateway knew to be committed
+//!   when the fetch arrived: every send, membership change or recall acked through this gateway
+//!   notes its seq here before its ack goes out (`note`), so an answer from the window reflects
+//!   every write acked before the request (SPEC §5, read your writes). A fetch that finds the
+//!   window short of such a seq waits for the fanout to append it (`fetch`, at most
+//!   `WINDOW_CATCH_UP_WAIT_MS`): under a steady stream some send is always between its note and
+//!   its append, and without the wait nearly every fetch would go to the store;
 //! - the reader is a current member whose open period began at or before `N + 1`, which makes
 //!   every event from `N + 1` to the head visible to them (P11); anyone else (a former member,
 //!   a member whose period starts inside the range) is answered by the store;

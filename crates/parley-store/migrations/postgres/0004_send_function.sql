@@ -54,11 +54,13 @@ BEGIN
             END IF;
             conv_found := FOUND;
         ELSE
-            SELECT e.seq, e.message_id, e.request_hash
-              INTO log_seq, log_message_id, log_request_hash
-              FROM events e
-             WHERE e.conv_id = p_conv_id AND e.sender_user = p_sender_user
-               AND e.client_msg_id = p_client_msg_id AND e.client_msg_id IS NOT NULL;
+            -- Planned at every call (EXECUTE): a plan cached while `events` was small may
+            -- probe it by conv_id alone and read a whole conversation per send ever after.
+            EXECUTE 'SELECT e.seq, e.message_id, e.request_hash FROM events e
+                      WHERE e.conv_id = $1 AND e.sender_user = $2
+                        AND e.client_msg_id = $3 AND e.client_msg_id IS NOT NULL'
+               INTO log_seq, log_message_id, log_request_hash
+              USING p_conv_id, p_sender_user, p_client_msg_id;
             SELECT t.seq, t.message_id, t.request_hash
               INTO tomb_seq, tomb_message_id, tomb_request_hash
               FROM idem_tombstones t
@@ -152,6 +154,7 @@ DECLARE
     v_one_hash text;
     v_one_next bigint;
     v_one_count bigint;
+    v_found record;
     k integer;
 BEGIN
     v_convs := ARRAY(SELECT DISTINCT c COLLATE "C" FROM unnest(p_conv_ids) AS u(c) ORDER BY 1);
@@ -172,14 +175,28 @@ BEGIN
                 v_wrote[i] := false;
             END LOOP;
         ELSE
+            -- The log's key check for every request in one statement, planned at every call
+            -- (EXECUTE): a plan cached while `events` was small may probe it by conv_id alone
+            -- and read a whole conversation per request ever after.
+            v_log_seq := array_fill(NULL::bigint, ARRAY[v_len]);
+            v_log_id := array_fill(NULL::uuid, ARRAY[v_len]);
+            v_log_hash := array_fill(NULL::text, ARRAY[v_len]);
+            FOR v_found IN EXECUTE
+                'SELECT k.n::integer AS n, e.seq, e.message_id, e.request_hash
+                   FROM unnest($1::text[], $2::text[], $3::text[])
+                        WITH ORDINALITY AS k(conv_id, sender_user, client_msg_id, n)
+                  CROSS JOIN LATERAL (
+                     SELECT seq, message_id, request_hash FROM events
+                      WHERE conv_id = k.conv_id AND sender_user = k.sender_user
+                        AND client_msg_id = k.client_msg_id AND client_msg_id IS NOT NULL
+                      LIMIT 1) e'
+                USING p_conv_ids, p_sender_users, p_client_msg_ids
+            LOOP
+                v_log_seq[v_found.n] := v_found.seq;
+                v_log_id[v_found.n] := v_found.message_id;
+                v_log_hash[v_found.n] := v_found.request_hash;
+            END LOOP;
             FOR i IN 1..v_len LOOP
-                SELECT e.seq, e.message_id, e.request_hash INTO v_one_seq, v_one_id, v_one_hash
-                  FROM events e
-                 WHERE e.conv_id = p_conv_ids[i] AND e.sender_user = p_sender_users[i]
-                   AND e.client_msg_id = p_client_msg_ids[i] AND e.client_msg_id IS NOT NULL;
-                v_log_seq[i] := v_one_seq;
-                v_log_id[i] := v_one_id;
-                v_log_hash[i] := v_one_hash;
                 SELECT t.seq, t.message_id, t.request_hash INTO v_one_seq, v_one_id, v_one_hash
                   FROM idem_tombstones t
                  WHERE t.conv_id = p_conv_ids[i] AND t.sender_user = p_sender_users[i]
