@@ -490,7 +490,7 @@ async fn check_fanout_reads_new_member_sets_together(store: StoreKind) -> Result
     let ana = server.user_with_device("u-ana").await;
     let ben = server.user_with_device("u-ben").await;
     for c in 0..COLD_CONVS {
-        ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id(&format!("c-{c}")))
+        ana.create_conversation(&NewConversation::group(["u-ben"]).with_conv_id(format!("c-{c}")))
             .await?;
     }
     let mut ws_ben = Ws::connect(server.base_url(), ben.token()).await?;
