@@ -420,7 +420,9 @@ impl EventWindow {
     }
 
     /// The events-after page for `reader`, as the store would answer it, when the window can
-    /// tell it now; `None` sends the request to the store.
+    /// tell it now, without waiting; `None` sends the request to the store. The server asks
+    /// `fetch`; the unit tests check the window's rules through this one.
+    #[cfg(test)]
     pub fn serve(
         &self,
         conv_id: &ConvId,
@@ -435,8 +437,10 @@ impl EventWindow {
         self.count(page)
     }
 
-    /// As `serve`, but a fetch that finds the window short of commits noted before it arrived
-    /// waits for the fanout to append them, at most `WINDOW_CATCH_UP_WAIT_MS`.
+    /// The events-after page for `reader`, as the store would answer it, when the window can
+    /// tell it; `None` sends the request to the store. A fetch that finds the window short of
+    /// commits noted before it arrived waits for the fanout to append them, at most
+    /// `WINDOW_CATCH_UP_WAIT_MS`.
     pub async fn fetch(
         &self,
         conv_id: &ConvId,
