@@ -595,7 +595,8 @@ async fn list_answers_a_sync_token() {
 async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_longer_work() {
     use crate::gateway::hub::{CloseReason, ConnHandle, Hub};
     use crate::gateway::notices::recheck_all;
-    use tokio::sync::{mpsc, watch};
+    use crate::gateway::out_queue;
+    use tokio::sync::watch;
 
     let hub = Hub::default();
     let store = FakeStore::default();
@@ -605,7 +606,7 @@ async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_lo
         ("ana", "laptop", "a token revoked meanwhile"),
         ("ben", "phone", DEVICE_TOKEN),
     ] {
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = out_queue::channel(1);
         let (close, watch_close) = watch::channel(None);
         let handle = ConnHandle::new(
             format!("{user}/{device}"),

@@ -163,15 +163,16 @@ impl Hints {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::out_queue::{self, OutReceiver};
     use axum::extract::ws::Message;
     use parley_domain::DeviceId;
     use serde_json::Value;
-    use tokio::sync::{mpsc, watch};
+    use tokio::sync::watch;
 
     const INTERVAL_MS: u64 = 100;
 
-    fn conn(id: &str) -> (Arc<ConnHandle>, mpsc::Receiver<Message>) {
-        let (tx, rx) = mpsc::channel(64);
+    fn conn(id: &str) -> (Arc<ConnHandle>, OutReceiver) {
+        let (tx, rx) = out_queue::channel(64);
         let (close, _) = watch::channel(None);
         let handle = ConnHandle::new(
             id.into(),
@@ -183,7 +184,7 @@ mod tests {
         (Arc::new(handle), rx)
     }
 
-    fn heads(rx: &mut mpsc::Receiver<Message>) -> Vec<(String, i64)> {
+    fn heads(rx: &mut OutReceiver) -> Vec<(String, i64)> {
         let mut out = Vec::new();
         while let Ok(Message::Text(t)) = rx.try_recv() {
             let v: Value = serde_json::from_str(t.as_str()).expect("json frame");

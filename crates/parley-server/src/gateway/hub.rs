@@ -7,7 +7,9 @@ use std::sync::Mutex;
 use axum::extract::ws::Message;
 use parley_domain::{DeviceId, UserId};
 use parley_wire::close::{CLOSE_GOING_AWAY, CLOSE_KICKED, CLOSE_REVOKED, CLOSE_TOO_SLOW};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
+
+use super::out_queue::{OutSender, TrySendError};
 
 /// Why a connection is being closed, and the close code the client sees (SPEC §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +75,7 @@ pub struct ConnHandle {
     /// Set once the device's route names this connection in the store: only then can a route
     /// naming another connection mean that this one was replaced.
     route_claimed: AtomicBool,
-    tx: mpsc::Sender<Message>,
+    tx: OutSender,
     close: watch::Sender<Option<CloseReason>>,
 }
 
@@ -82,7 +84,7 @@ impl ConnHandle {
         conn_id: String,
         device_id: DeviceId,
         token_hash: String,
-        tx: mpsc::Sender<Message>,
+        tx: OutSender,
         close: watch::Sender<Option<CloseReason>>,
     ) -> Self {
         Self {
@@ -110,11 +112,11 @@ impl ConnHandle {
     pub fn push(&self, frame: Message) -> bool {
         match self.tx.try_send(frame) {
             Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(TrySendError::Full) => {
                 self.close(CloseReason::TooSlow);
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(TrySendError::Closed) => false,
         }
     }
 

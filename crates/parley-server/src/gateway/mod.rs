@@ -10,6 +10,7 @@ pub mod hub;
 pub mod lease;
 pub mod notices;
 pub mod origin;
+pub mod out_queue;
 pub mod socket;
 pub mod window;
 

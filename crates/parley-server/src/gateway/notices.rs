@@ -212,13 +212,14 @@ fn settle<'a>(
 
 #[cfg(test)]
 mod tests {
+    use crate::gateway::out_queue::{self, OutReceiver};
     use axum::extract::ws::Message;
-    use tokio::sync::{mpsc, watch};
+    use tokio::sync::watch;
 
     use super::*;
 
     struct Conn {
-        frames: mpsc::Receiver<Message>,
+        frames: OutReceiver,
         closed: watch::Receiver<Option<CloseReason>>,
     }
 
@@ -248,7 +249,7 @@ mod tests {
     }
 
     fn connect_as(hub: &Hub, conn_id: &str, user: &str, device: &str, token_hash: &str) -> Conn {
-        let (tx, frames) = mpsc::channel(8);
+        let (tx, frames) = out_queue::channel(8);
         let (close, closed) = watch::channel(None);
         let handle = ConnHandle::new(
             conn_id.into(),

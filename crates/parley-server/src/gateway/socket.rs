@@ -20,12 +20,13 @@ use parley_store::token::hash_token;
 use parley_store::{DeviceIdentity, Route};
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, Instant};
 use tracing::Instrument;
 
 use super::hub::{CloseReason, ConnHandle};
+use super::out_queue::{self, OutReceiver};
 use super::{frames, origin};
 use crate::auth::{authenticate_device, bearer_from_headers, subprotocol_token, WS_SUBPROTOCOL};
 use crate::error::ApiError;
@@ -153,7 +154,15 @@ fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     Err(ApiError::Forbidden("origin not allowed".into()))
 }
 
-async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, socket: WebSocket) {
+/// The connection's future, in its span. Built outside any async fn: an async fn keeps room
+/// for its arguments beside its locals, so every async layer here would hold the connection's
+/// state once more for the connection's whole life.
+fn drive(
+    state: AppState,
+    device: DeviceIdentity,
+    token_hash: String,
+    socket: WebSocket,
+) -> impl std::future::Future<Output = ()> {
     let conn_id = uuid::Uuid::new_v4().to_string();
     // Every log line of the connection, its frames' included, names the user and device;
     // never the token.
@@ -163,41 +172,62 @@ async fn drive(state: AppState, device: DeviceIdentity, token_hash: String, sock
         device = %device.device_id,
         conn_id = %conn_id,
     );
-    serve_connection(state, device, token_hash, socket, conn_id)
-        .instrument(span)
-        .await
+    let (sink, stream) = socket.split();
+    serve_connection(state, device, token_hash, sink, stream, conn_id).instrument(span)
 }
 
+/// One connection from its registration to its route's release. Resident for the life of the
+/// connection, so what runs once (claiming the route, the close handshake, the release) runs
+/// in futures of its own, boxed, which take no room here while the connection is open.
 async fn serve_connection(
     state: AppState,
     device: DeviceIdentity,
     token_hash: String,
-    socket: WebSocket,
+    sink: SplitSink<WebSocket, Message>,
+    mut stream: SplitStream<WebSocket>,
     conn_id: String,
 ) {
     let gateway = state.gateway().clone();
     let Some(_guard) = gateway.enter() else {
         return;
     };
-    let metrics = state.metrics().clone();
-    let _open = OpenGuard::new(metrics.open("websocket"));
-    let (out_tx, out_rx) = mpsc::channel(state.config().outbound_queue_len_max.max(1));
+    let _open = OpenGuard::new(state.metrics().open("websocket"));
+    let (out_tx, out_rx) = out_queue::channel(state.config().outbound_queue_len_max);
     let (close_tx, close_rx) = watch::channel(None);
     let handle = Arc::new(ConnHandle::new(
-        conn_id.clone(),
+        conn_id,
         device.device_id.clone(),
         token_hash,
         out_tx,
         close_tx,
     ));
     gateway.hub().register(&device.user_id, handle.clone());
+    Box::pin(claim_route(&state, &device, &handle)).await;
 
-    // Chapter 05: the route names this connection; the connection it replaced is closed.
+    let (finish_tx, finish_rx) = oneshot::channel();
+    let close_limit = Duration::from_millis(state.config().connections.ws_close_timeout_ms);
+    let writer = tokio::spawn(write_loop(sink, out_rx, finish_rx, close_limit));
+    let reason = read_loop(&state, &device, &handle, &mut stream, close_rx).await;
+    state.metrics().ws_closed(reason.as_str());
+    tracing::debug!(reason = reason.as_str(), "websocket closing");
+    let _ = finish_tx.send(reason);
+    let handshake = tokio::time::timeout(close_limit, close_handshake(writer, &mut stream, reason));
+    let _ = Box::pin(handshake).await;
+
+    gateway.hub().unregister(&device.user_id, &handle.conn_id);
+    Box::pin(release_route(&state, &device, &handle.conn_id)).await;
+}
+
+/// Chapter 05: the device's route names this connection; the connection it replaced is
+/// closed.
+async fn claim_route(state: &AppState, device: &DeviceIdentity, handle: &ConnHandle) {
+    let gateway = state.gateway();
+    let metrics = state.metrics();
     let route = Route {
         user_id: device.user_id.clone(),
         device_id: device.device_id.clone(),
         gateway_id: gateway.id().to_owned(),
-        conn_id: conn_id.clone(),
+        conn_id: handle.conn_id.clone(),
     };
     let claimed = state.store().claim_route(&route).await;
     if claimed.is_ok() {
@@ -209,7 +239,7 @@ async fn serve_connection(
         gateway.presence().connected(&device.user_id);
     }
     match claimed {
-        Ok(Some(prev)) if prev.conn_id != conn_id => {
+        Ok(Some(prev)) if prev.conn_id != handle.conn_id => {
             metrics.route_kicks.inc();
             if prev.gateway_id == route.gateway_id {
                 // On this gateway the hub already kicked it at registration.
@@ -232,22 +262,14 @@ async fn serve_connection(
             tracing::warn!(error = %e, "route claim failed; the connection serves without it")
         }
     }
+}
 
-    let (sink, mut stream) = socket.split();
-    let (finish_tx, finish_rx) = oneshot::channel();
-    let close_limit = Duration::from_millis(state.config().connections.ws_close_timeout_ms);
-    let writer = tokio::spawn(write_loop(sink, out_rx, finish_rx, close_limit));
-    let reason = read_loop(&state, &device, &handle, &mut stream, close_rx).await;
-    metrics.ws_closed(reason.as_str());
-    tracing::debug!(reason = reason.as_str(), "websocket closing");
-    let _ = finish_tx.send(reason);
-    let _ = tokio::time::timeout(close_limit, close_handshake(writer, &mut stream, reason)).await;
-
-    gateway.hub().unregister(&device.user_id, &conn_id);
-    // P9: only this connection's own route is removed, never a newer one's.
+/// P9: only this connection's own route is removed, never a newer one's.
+async fn release_route(state: &AppState, device: &DeviceIdentity, conn_id: &str) {
+    let gateway = state.gateway();
     match state
         .store()
-        .release_route(&device.user_id, &device.device_id, &conn_id)
+        .release_route(&device.user_id, &device.device_id, conn_id)
         .await
     {
         // The device's route is gone: the user may have gone offline, and is last seen now.
@@ -414,7 +436,7 @@ async fn close_handshake(
 
 async fn write_loop(
     mut sink: SplitSink<WebSocket, Message>,
-    mut out_rx: mpsc::Receiver<Message>,
+    mut out_rx: OutReceiver,
     mut finish_rx: oneshot::Receiver<CloseReason>,
     close_limit: Duration,
 ) {
