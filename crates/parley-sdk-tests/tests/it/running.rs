@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// Longest wait for a line an example is expected to print.
 pub const LINE_WAIT_MS: u64 = 30_000;
@@ -19,6 +20,8 @@ pub struct Running {
     lines: Arc<Mutex<Vec<String>>>,
     /// The number of lines so far; changes with each line.
     count: watch::Receiver<usize>,
+    /// The tasks reading standard output and error; each ends at its stream's end.
+    collectors: Vec<JoinHandle<()>>,
 }
 
 impl Running {
@@ -43,12 +46,15 @@ impl Running {
         let tx = Arc::new(tx);
         let stdout = child.stdout.take().context("no stdout")?;
         let stderr = child.stderr.take().context("no stderr")?;
-        tokio::spawn(collect(stdout, lines.clone(), tx.clone()));
-        tokio::spawn(collect(stderr, lines.clone(), tx));
+        let collectors = vec![
+            tokio::spawn(collect(stdout, lines.clone(), tx.clone())),
+            tokio::spawn(collect(stderr, lines.clone(), tx)),
+        ];
         Ok(Self {
             child,
             lines,
             count,
+            collectors,
         })
     }
 
@@ -78,11 +84,18 @@ impl Running {
         }
     }
 
-    /// Waits for the example to exit on its own; answers whether it succeeded.
+    /// Waits for the example to exit on its own and for everything it printed to be read;
+    /// answers whether it succeeded. The exit can be seen before the last lines are read, so
+    /// the output is complete only once both streams ended.
     pub async fn finished(&mut self) -> Result<bool> {
         let status = tokio::time::timeout(Duration::from_millis(LINE_WAIT_MS), self.child.wait())
             .await
             .context("the example did not exit")??;
+        for collector in self.collectors.drain(..) {
+            tokio::time::timeout(Duration::from_millis(LINE_WAIT_MS), collector)
+                .await
+                .context("the example's output did not end")??;
+        }
         Ok(status.success())
     }
 
