@@ -101,23 +101,33 @@ impl OutReceiver {
     /// The next frame; `None` once the sender is gone and every frame was taken.
     pub async fn recv(&mut self) -> Option<Message> {
         loop {
-            match self.try_recv() {
-                Ok(frame) => return Some(frame),
-                Err(Empty) if self.0.lock().sender_gone => return None,
-                Err(Empty) => self.0.ready.notified().await,
+            {
+                // One lock answers both questions, so an idle writer's wake-up costs one.
+                let mut state = self.0.lock();
+                if let Some(frame) = take(&mut state) {
+                    return Some(frame);
+                }
+                if state.sender_gone {
+                    return None;
+                }
             }
+            self.0.ready.notified().await;
         }
     }
 
     /// The next frame if one is waiting.
     pub fn try_recv(&mut self) -> Result<Message, Empty> {
-        let mut state = self.0.lock();
-        let frame = state.frames.pop_front().ok_or(Empty)?;
-        if state.frames.is_empty() && state.frames.capacity() > IDLE_CAPACITY_FRAMES_MAX {
-            state.frames = VecDeque::new();
-        }
-        Ok(frame)
+        take(&mut self.0.lock()).ok_or(Empty)
     }
+}
+
+/// Takes the oldest frame, giving a drained burst's capacity back.
+fn take(state: &mut State) -> Option<Message> {
+    let frame = state.frames.pop_front()?;
+    if state.frames.is_empty() && state.frames.capacity() > IDLE_CAPACITY_FRAMES_MAX {
+        state.frames = VecDeque::new();
+    }
+    Some(frame)
 }
 
 impl Drop for OutReceiver {

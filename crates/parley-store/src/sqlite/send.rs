@@ -5,10 +5,65 @@
 
 use chrono::{DateTime, Utc};
 
-use super::rows::{now, tick, ts, uuid_text};
+use sqlx::query::Query;
+use sqlx::sqlite::SqliteArguments;
+use sqlx::Sqlite;
+
+use super::rows::{now, ts, uuid_text};
 use super::Tx;
 use crate::error::StoreError;
 use crate::flow::send::{NewMessage, SendTx};
+
+/// The writes of one send as one statement list, so they reach sqlx's SQLite worker thread in
+/// one hand-off instead of four: each hand-off is a wake-up of that thread and then of the
+/// caller, and under load those wake-ups, not SQLite, were most of a send's cost. The list
+/// advances the change clock, inserts the message, advances the counter past it and moves the
+/// sender's read position to it (an own message is read); the counter and the read position
+/// take the clock's new value. SQLite runs the statements in order and stops at the first
+/// error, so a failed list leaves the statements before it written: the transaction, or the
+/// batch's savepoint around the list (`send_batch.rs`), undoes them.
+///
+/// Every statement of a list binds by number from the same arguments ([`bind_message`]):
+/// `$1` conv_id, `$2` seq, `$3` message_id, `$4` sender_user, `$5` sender_device,
+/// `$6` client_msg_id, `$7` request_hash, `$8` body, `$9` created_at.
+macro_rules! write_message_sql {
+    () => {
+        "UPDATE change_clock SET last = last + 1 WHERE id = 1;
+         INSERT INTO events (conv_id, seq, kind, message_id, sender_user, sender_device,
+                             client_msg_id, request_hash, body, created_at)
+         VALUES ($1, $2, 'msg', $3, $4, $5, $6, $7, $8, $9);
+         UPDATE conversations
+            SET next_seq = $2 + 1, change_seq = (SELECT last FROM change_clock WHERE id = 1)
+          WHERE conv_id = $1;
+         INSERT INTO read_marks (conv_id, user_id, read_seq, updated_at, change_seq)
+         VALUES ($1, $4, $2, $9, (SELECT last FROM change_clock WHERE id = 1))
+         ON CONFLICT (conv_id, user_id) DO UPDATE
+           SET read_seq = max(read_marks.read_seq, excluded.read_seq),
+               updated_at = excluded.updated_at, change_seq = excluded.change_seq"
+    };
+}
+pub(super) use write_message_sql;
+
+/// The writes of a lone send, in its own transaction.
+const WRITE_MESSAGE_SQL: &str = write_message_sql!();
+
+/// Binds a send's writes ([`write_message_sql`]) to `msg`, created at `at`.
+pub(super) fn bind_message<'q>(
+    query: Query<'q, Sqlite, SqliteArguments<'q>>,
+    msg: &'q NewMessage<'_>,
+    at: &'q str,
+) -> Query<'q, Sqlite, SqliteArguments<'q>> {
+    query
+        .bind(msg.req.conv_id.as_str())
+        .bind(msg.slot.seq)
+        .bind(uuid_text(msg.message_id))
+        .bind(msg.req.sender_user.as_str())
+        .bind(msg.req.sender_device.as_str())
+        .bind(msg.req.client_msg_id.as_str())
+        .bind(msg.req.request_hash.as_str())
+        .bind(msg.req.body.as_str())
+        .bind(at)
+}
 
 impl SendTx for Tx<'_> {
     /// The write lock is held already; this reads the counter. This store keeps no message
@@ -22,49 +77,11 @@ impl SendTx for Tx<'_> {
     const READ_FOR_SEND_UNLOCKED_SQL: &'static str = Self::LOCK_FOR_SEND_SQL;
 
     async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
-        let conv = msg.req.conv_id.as_str();
-        let sender = msg.req.sender_user.as_str();
         let created_at = now();
         let at = ts(created_at);
-        let change = tick(self).await?;
-        sqlx::query(
-            "INSERT INTO events (conv_id, seq, kind, message_id, sender_user, sender_device,
-                                 client_msg_id, request_hash, body, created_at)
-             VALUES ($1, $2, 'msg', $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(conv)
-        .bind(msg.slot.seq)
-        .bind(uuid_text(msg.message_id))
-        .bind(sender)
-        .bind(msg.req.sender_device.as_str())
-        .bind(msg.req.client_msg_id.as_str())
-        .bind(msg.req.request_hash.as_str())
-        .bind(msg.req.body.as_str())
-        .bind(&at)
-        .execute(&mut **self)
-        .await?;
-        sqlx::query(
-            "UPDATE conversations SET next_seq = $2 + 1, change_seq = $3 WHERE conv_id = $1",
-        )
-        .bind(conv)
-        .bind(msg.slot.seq)
-        .bind(change)
-        .execute(&mut **self)
-        .await?;
-        sqlx::query(
-            "INSERT INTO read_marks (conv_id, user_id, read_seq, updated_at, change_seq)
-             VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (conv_id, user_id) DO UPDATE
-               SET read_seq = max(read_marks.read_seq, excluded.read_seq),
-                   updated_at = excluded.updated_at, change_seq = excluded.change_seq",
-        )
-        .bind(conv)
-        .bind(sender)
-        .bind(msg.slot.seq)
-        .bind(&at)
-        .bind(change)
-        .execute(&mut **self)
-        .await?;
+        bind_message(sqlx::query(WRITE_MESSAGE_SQL), msg, &at)
+            .execute(&mut **self)
+            .await?;
         Ok(created_at)
     }
 }

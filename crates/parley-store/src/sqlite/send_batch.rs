@@ -1,16 +1,19 @@
 //! The send transaction for several requests at once on SQLite (SPEC §4, "Batching"): one
 //! `BEGIN IMMEDIATE` and one `COMMIT`, so one WAL sync, for every send queued while the
-//! previous batch committed. Each request runs the steps of the lone send (`flow::send`) inside
-//! a savepoint of its own, in queue order, and is decided on its own by the send decision of
-//! every store (`parley_domain::decide::send`):
+//! previous batch committed. Each request runs the steps of the lone send (`flow::send`), in
+//! queue order, as two calls to the connection's worker thread: one read of the counter and
+//! the key, then its writes inside a savepoint of their own. It is decided on its own by the
+//! send decision of every store (`parley_domain::decide::send`):
 //!
 //! - it sees every earlier request of the batch as written, so a key written earlier in the
 //!   batch answers that write (`dup`), or `IDEMPOTENCY_MISMATCH` when the fingerprint differs;
 //! - the seqs of a conversation follow one another without a hole, since each request reads
 //!   the counter the one before it advanced;
 //! - a refusal (`NOT_MEMBER`, a mismatch) writes nothing and answers that request only;
-//! - a database error rolls back to the request's savepoint and answers that request only
-//!   (`Unavailable`: nothing of it was written); its batch-mates go on.
+//! - a database error in its writes rolls back to the request's savepoint and answers that
+//!   request only (`Unavailable`: nothing of it was written); its batch-mates go on. A failed
+//!   read, or a failed rollback, may mean SQLite ended the whole transaction: the batch fails
+//!   unwritten and the queue sends each of its requests alone.
 //!
 //! Answers leave only after the commit returned. A failed commit leaves every write of the
 //! batch, and every replay of one, outcome-unknown (P6); refusals and replays of earlier
@@ -18,24 +21,52 @@
 
 use std::collections::HashSet;
 
-use parley_domain::decide::send::{decide, SendDecision};
+use parley_domain::decide::send::{decide, KeyCheck, SendDecision};
+use parley_domain::decide::LogCounter;
 use parley_domain::Rejection;
 use uuid::Uuid;
 
+use super::rows::{now, ts};
+use super::send::{bind_message, write_message_sql};
 use super::{SqliteStore, Tx};
 use crate::backend::Backend;
-use crate::breaks::Breaks;
 use crate::error::StoreError;
-use crate::flow::send::{commit_after_ack, NewMessage, SendTx};
+use crate::flow::send::{commit_after_ack, NewMessage};
 use crate::flow::WriteTx;
+use crate::query::{Arg, Sql, SqlRow};
+use crate::rows;
 use crate::types::{SendOutcome, SendRequest};
 
-/// The savepoint around one request. Savepoints of one transaction nest by name; each request
-/// releases its own before the next takes it, so one name serves every request.
-const SAVEPOINT_SQL: &str = "SAVEPOINT send_request";
-const RELEASE_SQL: &str = "RELEASE send_request";
-/// Undoes the request's statements and leaves the savepoint open, so `RELEASE` follows.
-const ROLLBACK_TO_SQL: &str = "ROLLBACK TO send_request";
+/// The writes of one request inside a savepoint of its own, in one hand-off to the worker
+/// thread (`send.rs`). Savepoints of one transaction nest by name; each request releases its
+/// own before the next takes it, so one name serves every request. When a statement of the
+/// list fails, the savepoint stays open with the statements before it written, and
+/// [`UNDO_REQUEST_SQL`] undoes them.
+const WRITE_REQUEST_SQL: &str = concat!(
+    "SAVEPOINT send_request;\n",
+    write_message_sql!(),
+    ";\nRELEASE send_request"
+);
+/// Undoes a request's writes and closes its savepoint.
+const UNDO_REQUEST_SQL: &str = "ROLLBACK TO send_request; RELEASE send_request";
+/// The counter of conversation `$1` and the request's key check (`SEND_KEY_CHECK_SQL`) in one
+/// read: the write lock is held since `BEGIN IMMEDIATE`, so reading both at once sees the same
+/// as reading them one after the other, at one hand-off instead of two. `$2` sender_user,
+/// `$3` client_msg_id.
+const READ_FOR_REQUEST_SQL: &str =
+    "SELECT 'counter' AS src, next_seq AS seq, NULL AS message_id, NULL AS request_hash
+       FROM conversations WHERE conv_id = $1
+ UNION ALL
+ SELECT 'event', seq, message_id, request_hash FROM events
+   WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
+ UNION ALL
+ SELECT 'tombstone', seq, message_id, request_hash FROM idem_tombstones
+   WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
+ UNION ALL
+ SELECT 'member', NULL, NULL, NULL FROM membership_periods
+   WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL";
+/// The `src` of the counter's row in [`READ_FOR_REQUEST_SQL`].
+const COUNTER_SRC: &str = "counter";
 
 /// One request's result inside the open transaction.
 enum Applied {
@@ -60,12 +91,7 @@ pub(super) async fn send_batch(
     let mut written: HashSet<(String, i64)> = HashSet::with_capacity(reqs.len());
     let mut applied = Vec::with_capacity(reqs.len());
     for req in reqs {
-        sqlx::query(SAVEPOINT_SQL).execute(&mut *tx).await?;
-        let result = apply(&mut tx, req, breaks, &written).await;
-        if result.is_err() {
-            sqlx::query(ROLLBACK_TO_SQL).execute(&mut *tx).await?;
-        }
-        sqlx::query(RELEASE_SQL).execute(&mut *tx).await?;
+        let result = apply(&mut tx, req, &written).await?;
         applied.push(match result {
             Ok(Applied::Pending(outcome)) => {
                 written.insert((outcome.conv_id.as_str().to_owned(), outcome.seq));
@@ -92,42 +118,40 @@ pub(super) async fn send_batch(
 }
 
 /// The steps of the lone send for one request, in the batch's open transaction; the database
-/// write lock is held since `BEGIN IMMEDIATE`.
+/// write lock is held since `BEGIN IMMEDIATE`. Two hand-offs to the worker thread: the read
+/// of the counter and the key, then the writes in a savepoint of their own. A refusal writes
+/// nothing and answers this request; an error of the writes is undone and answers this request.
+/// `Err` when the read failed or the undo did: SQLite may have rolled the whole transaction
+/// back on such an error, so the batch fails and its requests go alone.
 async fn apply(
     tx: &mut Tx<'static>,
     req: &SendRequest,
-    breaks: Breaks,
     written: &HashSet<(String, i64)>,
-) -> Result<Applied, StoreError> {
-    let counter = tx.lock_for_send(&req.conv_id, breaks).await?;
-    // Read for an unknown conversation too, which answers like a non-member (P10).
-    let check = tx.key_check(req).await?;
-    let Some(mut counter) = counter else {
-        return Err(Rejection::NotMember.into());
-    };
-    match decide(&check, None, &req.request_hash)? {
-        SendDecision::Write => {}
-        SendDecision::Replay {
+) -> Result<Result<Applied, StoreError>, StoreError> {
+    let args = [
+        Arg::Text(req.conv_id.as_str()),
+        Arg::Text(req.sender_user.as_str()),
+        Arg::Text(req.client_msg_id.as_str()),
+    ];
+    let found = tx.fetch_all(READ_FOR_REQUEST_SQL, &args).await?;
+    let decided = match decide_request(req, &found) {
+        Ok(Decided::Write(counter)) => counter,
+        Ok(Decided::Replay {
             seq,
             message_id,
             purged,
-        } => {
+        }) => {
             let outcome = req.replayed(seq, message_id, purged);
-            let key = (req.conv_id.as_str().to_owned(), seq);
-            return Ok(if written.contains(&key) {
+            let key = (req.conv_id.as_str().to_owned(), outcome.seq);
+            return Ok(Ok(if written.contains(&key) {
                 Applied::Pending(outcome)
             } else {
                 Applied::Answered(Ok(outcome))
-            });
+            }));
         }
-        // Earlier requests of the batch are in the log this request read, so the decision
-        // never points at one by index.
-        SendDecision::ReplayOfEarlier { .. } => {
-            return Err(StoreError::Unavailable(
-                "send decision named an earlier request of a batch without its list".into(),
-            ))
-        }
-    }
+        Err(e) => return Ok(Err(e)),
+    };
+    let mut counter = decided;
     let slot = counter.take_msg();
     let message_id = Uuid::new_v4();
     let msg = NewMessage {
@@ -135,10 +159,67 @@ async fn apply(
         slot,
         message_id,
     };
-    let created_at = tx.insert_message(&msg).await?;
-    Ok(Applied::Pending(
-        req.committed(slot.seq, message_id, created_at),
-    ))
+    let created_at = now();
+    let at = ts(created_at);
+    let wrote = bind_message(sqlx::query(WRITE_REQUEST_SQL), &msg, &at)
+        .execute(&mut **tx)
+        .await;
+    match wrote {
+        Ok(_) => Ok(Ok(Applied::Pending(
+            req.committed(slot.seq, message_id, created_at),
+        ))),
+        Err(e) => {
+            sqlx::query(UNDO_REQUEST_SQL).execute(&mut **tx).await?;
+            Ok(Err(e.into()))
+        }
+    }
+}
+
+/// What the read of one request decided.
+enum Decided {
+    /// Write at the counter's next seq.
+    Write(LogCounter),
+    /// The request's key is in the log or the tombstones with the same fingerprint.
+    Replay {
+        seq: i64,
+        message_id: Uuid,
+        purged: bool,
+    },
+}
+
+/// Decides `req` from the rows of [`READ_FOR_REQUEST_SQL`]. `Err` is a refusal
+/// (`NOT_MEMBER`, a mismatch) or an unreadable row; nothing was written for either.
+fn decide_request(req: &SendRequest, found: &[impl SqlRow]) -> Result<Decided, StoreError> {
+    let mut counter = None;
+    let mut check = KeyCheck::default();
+    for row in found {
+        if row.str("src")? == COUNTER_SRC {
+            counter = Some(LogCounter::new(row.int("seq")?, 0));
+        } else {
+            check.record(rows::key_check(row)?);
+        }
+    }
+    // Read for an unknown conversation too, which answers like a non-member (P10).
+    let Some(counter) = counter else {
+        return Err(Rejection::NotMember.into());
+    };
+    match decide(&check, None, &req.request_hash)? {
+        SendDecision::Write => Ok(Decided::Write(counter)),
+        SendDecision::Replay {
+            seq,
+            message_id,
+            purged,
+        } => Ok(Decided::Replay {
+            seq,
+            message_id,
+            purged,
+        }),
+        // Earlier requests of the batch are in the log this request read, so the decision
+        // never points at one by index.
+        SendDecision::ReplayOfEarlier { .. } => Err(StoreError::Unavailable(
+            "send decision named an earlier request of a batch without its list".into(),
+        )),
+    }
 }
 
 /// Each request's answer; `commit_failed` turns every write, and every replay of one, into
