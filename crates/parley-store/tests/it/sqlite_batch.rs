@@ -262,6 +262,84 @@ async fn every_request_of_a_batch_is_decided_alone() -> Result<()> {
     Ok(())
 }
 
+/// A request's writes reach SQLite as one statement list; when its last statement (the read
+/// mark) fails, the insert and the counter update that ran before it are undone with the
+/// request's savepoint: the request answers `Unavailable` alone, its seq goes to the next
+/// request, and its retry writes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_late_in_a_requests_writes_undoes_all_of_them() -> Result<()> {
+    let (store, mut probe, _dir) = setup().await?;
+    // The read mark is written after the event, so the trigger finds the poisoned body.
+    for event in ["INSERT", "UPDATE"] {
+        sqlx::query(&format!(
+            "CREATE TRIGGER fail_at_read_mark_{event} BEFORE {event} ON read_marks
+             WHEN (SELECT body FROM events WHERE conv_id = NEW.conv_id AND seq = NEW.read_seq)
+                  = 'poison-late'
+             BEGIN SELECT RAISE(ABORT, 'injected failure at the read mark'); END"
+        ))
+        .execute(&mut probe)
+        .await?;
+    }
+    let first = ("c-f", "u-ben", "m-b0", "hello");
+    let batch: [Plan; 3] = [
+        ("c-f", "u-ana", "m-1", "hello"),
+        ("c-f", "u-ana", "m-p", "poison-late"),
+        ("c-f", "u-ben", "m-b1", "hello"),
+    ];
+    let (answers, batches) =
+        one_batch_behind_a_held_lock(&store, &mut probe, first, &batch).await?;
+    ensure!(
+        batches == [1, batch.len()],
+        "the batch did not form: batches {batches:?}"
+    );
+    let seqs: Vec<Option<i64>> = answers
+        .iter()
+        .map(|a| a.as_ref().ok().map(|a| a.seq))
+        .collect();
+    ensure!(
+        seqs == [Some(3), Some(4), None, Some(5)],
+        "answers: {answers:?}"
+    );
+    ensure!(
+        matches!(answers[2], Err(StoreError::Unavailable(_))),
+        "the poisoned send: {:?}",
+        answers[2]
+    );
+    let log: Vec<String> = messages(&mut probe, "c-f")
+        .await?
+        .into_iter()
+        .map(|(seq, key)| format!("{seq}:{key}"))
+        .collect();
+    ensure!(
+        log == ["3:m-b0", "4:m-1", "5:m-b1"] && next_seq(&mut probe, "c-f").await? == 6,
+        "log after the batch: {log:?}"
+    );
+    let ana_read: i64 = sqlx::query_scalar(
+        "SELECT read_seq FROM read_marks WHERE conv_id = 'c-f' AND user_id = 'u-ana'",
+    )
+    .fetch_one(&mut probe)
+    .await?;
+    ensure!(ana_read == 4, "ana's read mark at {ana_read}");
+    for event in ["INSERT", "UPDATE"] {
+        sqlx::query(&format!("DROP TRIGGER fail_at_read_mark_{event}"))
+            .execute(&mut probe)
+            .await?;
+    }
+    let retry = send(
+        &store,
+        &contract::cid("c-f"),
+        &contract::uid("u-ana"),
+        "m-p",
+        "poison-late",
+    )
+    .await?;
+    ensure!(
+        retry.seq == 6 && !retry.dup,
+        "retry of the poisoned send: {retry:?}"
+    );
+    Ok(())
+}
+
 /// A failed commit of a batch (a deferred foreign key the test's trigger violates) leaves every
 /// write of it, and the replay of one of its writes, outcome-unknown (P6), while the refusal
 /// keeps its answer; nothing is written, and the retries write once each at consecutive seqs.
