@@ -15,17 +15,25 @@ use crate::read::{LogBounds, MemberRow};
 use crate::rows;
 use crate::types::{DeviceIdentity, SendRequest};
 
-/// Steps 2–4 of a send in one round trip: the request key in the log and in the tombstones,
-/// and the sender's open period. `$1` conv_id, `$2` sender_user, `$3` client_msg_id.
-pub const SEND_KEY_CHECK_SQL: &str =
-    "SELECT 'event' AS src, seq, message_id, request_hash FROM events
+/// The text of [`SEND_KEY_CHECK_SQL`], as a literal for statements that extend it
+/// (`sqlite/send_batch.rs`).
+macro_rules! send_key_check_sql {
+    () => {
+        "SELECT 'event' AS src, seq, message_id, request_hash FROM events
    WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
  UNION ALL
  SELECT 'tombstone', seq, message_id, request_hash FROM idem_tombstones
    WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
  UNION ALL
  SELECT 'member', NULL, NULL, NULL FROM membership_periods
-   WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL";
+   WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL"
+    };
+}
+pub(crate) use send_key_check_sql;
+
+/// Steps 2–4 of a send in one round trip: the request key in the log and in the tombstones,
+/// and the sender's open period. `$1` conv_id, `$2` sender_user, `$3` client_msg_id.
+pub const SEND_KEY_CHECK_SQL: &str = send_key_check_sql!();
 
 pub(crate) async fn key_check(
     tx: &mut impl Sql,

@@ -35,6 +35,7 @@ use crate::flow::send::{commit_after_ack, NewMessage};
 use crate::flow::WriteTx;
 use crate::query::{Arg, Sql, SqlRow};
 use crate::rows;
+use crate::sql::send_key_check_sql;
 use crate::types::{SendOutcome, SendRequest};
 
 /// The writes of one request inside a savepoint of its own, in one hand-off to the worker
@@ -53,18 +54,13 @@ const UNDO_REQUEST_SQL: &str = "ROLLBACK TO send_request; RELEASE send_request";
 /// read: the write lock is held since `BEGIN IMMEDIATE`, so reading both at once sees the same
 /// as reading them one after the other, at one hand-off instead of two. `$2` sender_user,
 /// `$3` client_msg_id.
-const READ_FOR_REQUEST_SQL: &str =
+const READ_FOR_REQUEST_SQL: &str = concat!(
     "SELECT 'counter' AS src, next_seq AS seq, NULL AS message_id, NULL AS request_hash
        FROM conversations WHERE conv_id = $1
  UNION ALL
- SELECT 'event', seq, message_id, request_hash FROM events
-   WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
- UNION ALL
- SELECT 'tombstone', seq, message_id, request_hash FROM idem_tombstones
-   WHERE conv_id = $1 AND sender_user = $2 AND client_msg_id = $3
- UNION ALL
- SELECT 'member', NULL, NULL, NULL FROM membership_periods
-   WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL";
+ ",
+    send_key_check_sql!()
+);
 /// The `src` of the counter's row in [`READ_FOR_REQUEST_SQL`].
 const COUNTER_SRC: &str = "counter";
 

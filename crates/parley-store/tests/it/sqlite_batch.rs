@@ -136,6 +136,18 @@ async fn one_batch_behind_a_held_lock(
     Ok((answers, sizes.seen()))
 }
 
+/// Sends `plan` again, once nothing makes it fail: it writes at `seq`, not as a replay, since
+/// its earlier failure wrote nothing.
+async fn retry_writes_at(store: &SqliteStore, plan: Plan, seq: i64) -> Result<()> {
+    let (conv, from, key, body) = plan;
+    let retry = send(store, &contract::cid(conv), &contract::uid(from), key, body).await?;
+    ensure!(
+        retry.seq == seq && !retry.dup,
+        "retry of the poisoned send: {retry:?}, expected seq {seq}"
+    );
+    Ok(())
+}
+
 /// Seqs and client_msg_ids of the messages of `conv`, ascending, read on the probe.
 async fn messages(probe: &mut SqliteConnection, conv: &str) -> Result<Vec<(i64, String)>> {
     Ok(sqlx::query_as(
@@ -247,19 +259,7 @@ async fn every_request_of_a_batch_is_decided_alone() -> Result<()> {
     sqlx::query("DROP TRIGGER fail_after_insert")
         .execute(&mut probe)
         .await?;
-    let retry = send(
-        &store,
-        &contract::cid("c-f"),
-        &contract::uid("u-ana"),
-        "m-p",
-        "poison",
-    )
-    .await?;
-    ensure!(
-        retry.seq == 8 && !retry.dup,
-        "retry of the poisoned send: {retry:?}"
-    );
-    Ok(())
+    retry_writes_at(&store, ("c-f", "u-ana", "m-p", "poison"), 8).await
 }
 
 /// A request's writes reach SQLite as one statement list; when its last statement (the read
@@ -325,19 +325,7 @@ async fn a_failure_late_in_a_requests_writes_undoes_all_of_them() -> Result<()> 
             .execute(&mut probe)
             .await?;
     }
-    let retry = send(
-        &store,
-        &contract::cid("c-f"),
-        &contract::uid("u-ana"),
-        "m-p",
-        "poison-late",
-    )
-    .await?;
-    ensure!(
-        retry.seq == 6 && !retry.dup,
-        "retry of the poisoned send: {retry:?}"
-    );
-    Ok(())
+    retry_writes_at(&store, ("c-f", "u-ana", "m-p", "poison-late"), 6).await
 }
 
 /// A failed commit of a batch (a deferred foreign key the test's trigger violates) leaves every
