@@ -5,9 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use sqlx::query::Query;
-use sqlx::sqlite::SqliteArguments;
-use sqlx::Sqlite;
+use sqlx::SqliteConnection;
 
 use super::rows::{now, ts, uuid_text};
 use super::Tx;
@@ -23,7 +21,7 @@ use crate::flow::send::{NewMessage, SendTx};
 /// error, so a failed list leaves the statements before it written: the transaction, or the
 /// batch's savepoint around the list (`send_batch.rs`), undoes them.
 ///
-/// Every statement of a list binds by number from the same arguments ([`bind_message`]):
+/// Every statement of a list binds by number from the same arguments ([`write_message`]):
 /// `$1` conv_id, `$2` seq, `$3` message_id, `$4` sender_user, `$5` sender_device,
 /// `$6` client_msg_id, `$7` request_hash, `$8` body, `$9` created_at.
 macro_rules! write_message_sql {
@@ -47,13 +45,15 @@ pub(super) use write_message_sql;
 /// The writes of a lone send, in its own transaction.
 const WRITE_MESSAGE_SQL: &str = write_message_sql!();
 
-/// Binds a send's writes ([`write_message_sql`]) to `msg`, created at `at`.
-pub(super) fn bind_message<'q>(
-    query: Query<'q, Sqlite, SqliteArguments<'q>>,
-    msg: &'q NewMessage<'_>,
-    at: &'q str,
-) -> Query<'q, Sqlite, SqliteArguments<'q>> {
-    query
+/// Runs `sql`, a list built on [`write_message_sql`], for `msg` in one call; answers the
+/// message's `created_at`.
+pub(super) async fn write_message(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    msg: &NewMessage<'_>,
+) -> Result<DateTime<Utc>, sqlx::Error> {
+    let created_at = now();
+    sqlx::query(sql)
         .bind(msg.req.conv_id.as_str())
         .bind(msg.slot.seq)
         .bind(uuid_text(msg.message_id))
@@ -62,7 +62,10 @@ pub(super) fn bind_message<'q>(
         .bind(msg.req.client_msg_id.as_str())
         .bind(msg.req.request_hash.as_str())
         .bind(msg.req.body.as_str())
-        .bind(at)
+        .bind(ts(created_at))
+        .execute(conn)
+        .await?;
+    Ok(created_at)
 }
 
 impl SendTx for Tx<'_> {
@@ -77,11 +80,6 @@ impl SendTx for Tx<'_> {
     const READ_FOR_SEND_UNLOCKED_SQL: &'static str = Self::LOCK_FOR_SEND_SQL;
 
     async fn insert_message(&mut self, msg: &NewMessage<'_>) -> Result<DateTime<Utc>, StoreError> {
-        let created_at = now();
-        let at = ts(created_at);
-        bind_message(sqlx::query(WRITE_MESSAGE_SQL), msg, &at)
-            .execute(&mut **self)
-            .await?;
-        Ok(created_at)
+        Ok(write_message(self, WRITE_MESSAGE_SQL, msg).await?)
     }
 }

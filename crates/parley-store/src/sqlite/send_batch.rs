@@ -26,8 +26,7 @@ use parley_domain::decide::LogCounter;
 use parley_domain::Rejection;
 use uuid::Uuid;
 
-use super::rows::{now, ts};
-use super::send::{bind_message, write_message_sql};
+use super::send::{write_message, write_message_sql};
 use super::{SqliteStore, Tx};
 use crate::backend::Backend;
 use crate::error::StoreError;
@@ -88,14 +87,10 @@ pub(super) async fn send_batch(
     let mut applied = Vec::with_capacity(reqs.len());
     for req in reqs {
         let result = apply(&mut tx, req, &written).await?;
-        applied.push(match result {
-            Ok(Applied::Pending(outcome)) => {
-                written.insert((outcome.conv_id.as_str().to_owned(), outcome.seq));
-                Applied::Pending(outcome)
-            }
-            Ok(answered) => answered,
-            Err(e) => Applied::Answered(Err(e)),
-        });
+        if let Applied::Pending(outcome) = &result {
+            written.insert((outcome.conv_id.as_str().to_owned(), outcome.seq));
+        }
+        applied.push(result);
     }
     if written.is_empty() {
         // Nothing was written: the answers stand whatever the end of the transaction does.
@@ -123,31 +118,40 @@ async fn apply(
     tx: &mut Tx<'static>,
     req: &SendRequest,
     written: &HashSet<(String, i64)>,
-) -> Result<Result<Applied, StoreError>, StoreError> {
+) -> Result<Applied, StoreError> {
     let args = [
         Arg::Text(req.conv_id.as_str()),
         Arg::Text(req.sender_user.as_str()),
         Arg::Text(req.client_msg_id.as_str()),
     ];
     let found = tx.fetch_all(READ_FOR_REQUEST_SQL, &args).await?;
-    let decided = match decide_request(req, &found) {
-        Ok(Decided::Write(counter)) => counter,
-        Ok(Decided::Replay {
+    let (mut counter, decision) = match read_decision(req, &found) {
+        Ok(read) => read,
+        Err(e) => return Ok(Applied::Answered(Err(e))),
+    };
+    match decision {
+        SendDecision::Write => {}
+        SendDecision::Replay {
             seq,
             message_id,
             purged,
-        }) => {
+        } => {
             let outcome = req.replayed(seq, message_id, purged);
-            let key = (req.conv_id.as_str().to_owned(), outcome.seq);
-            return Ok(Ok(if written.contains(&key) {
+            let key = (req.conv_id.as_str().to_owned(), seq);
+            return Ok(if written.contains(&key) {
                 Applied::Pending(outcome)
             } else {
                 Applied::Answered(Ok(outcome))
-            }));
+            });
         }
-        Err(e) => return Ok(Err(e)),
-    };
-    let mut counter = decided;
+        // Earlier requests of the batch are in the log this request read, so the decision
+        // never points at one by index.
+        SendDecision::ReplayOfEarlier { .. } => {
+            return Ok(Applied::Answered(Err(StoreError::Unavailable(
+                "send decision named an earlier request of a batch without its list".into(),
+            ))))
+        }
+    }
     let slot = counter.take_msg();
     let message_id = Uuid::new_v4();
     let msg = NewMessage {
@@ -155,37 +159,24 @@ async fn apply(
         slot,
         message_id,
     };
-    let created_at = now();
-    let at = ts(created_at);
-    let wrote = bind_message(sqlx::query(WRITE_REQUEST_SQL), &msg, &at)
-        .execute(&mut **tx)
-        .await;
-    match wrote {
-        Ok(_) => Ok(Ok(Applied::Pending(
+    match write_message(tx, WRITE_REQUEST_SQL, &msg).await {
+        Ok(created_at) => Ok(Applied::Pending(
             req.committed(slot.seq, message_id, created_at),
-        ))),
+        )),
         Err(e) => {
             sqlx::query(UNDO_REQUEST_SQL).execute(&mut **tx).await?;
-            Ok(Err(e.into()))
+            Ok(Applied::Answered(Err(e.into())))
         }
     }
 }
 
-/// What the read of one request decided.
-enum Decided {
-    /// Write at the counter's next seq.
-    Write(LogCounter),
-    /// The request's key is in the log or the tombstones with the same fingerprint.
-    Replay {
-        seq: i64,
-        message_id: Uuid,
-        purged: bool,
-    },
-}
-
-/// Decides `req` from the rows of [`READ_FOR_REQUEST_SQL`]. `Err` is a refusal
-/// (`NOT_MEMBER`, a mismatch) or an unreadable row; nothing was written for either.
-fn decide_request(req: &SendRequest, found: &[impl SqlRow]) -> Result<Decided, StoreError> {
+/// The counter and the send decision of `req` from the rows of [`READ_FOR_REQUEST_SQL`].
+/// `Err` is a refusal (`NOT_MEMBER`, a mismatch) or an unreadable row; nothing was written
+/// for either.
+fn read_decision(
+    req: &SendRequest,
+    found: &[impl SqlRow],
+) -> Result<(LogCounter, SendDecision), StoreError> {
     let mut counter = None;
     let mut check = KeyCheck::default();
     for row in found {
@@ -199,23 +190,7 @@ fn decide_request(req: &SendRequest, found: &[impl SqlRow]) -> Result<Decided, S
     let Some(counter) = counter else {
         return Err(Rejection::NotMember.into());
     };
-    match decide(&check, None, &req.request_hash)? {
-        SendDecision::Write => Ok(Decided::Write(counter)),
-        SendDecision::Replay {
-            seq,
-            message_id,
-            purged,
-        } => Ok(Decided::Replay {
-            seq,
-            message_id,
-            purged,
-        }),
-        // Earlier requests of the batch are in the log this request read, so the decision
-        // never points at one by index.
-        SendDecision::ReplayOfEarlier { .. } => Err(StoreError::Unavailable(
-            "send decision named an earlier request of a batch without its list".into(),
-        )),
-    }
+    Ok((counter, decide(&check, None, &req.request_hash)?))
 }
 
 /// Each request's answer; `commit_failed` turns every write, and every replay of one, into
