@@ -83,12 +83,12 @@ pub(super) async fn send_batch(
     let mut tx = store.begin_write().await?;
     // (conv_id, seq) of every message this transaction wrote, to tell a replay of one of
     // them, which depends on the commit, from a replay of an earlier commit.
-    let mut written: HashSet<(String, i64)> = HashSet::with_capacity(reqs.len());
+    let mut written: HashSet<(&str, i64)> = HashSet::with_capacity(reqs.len());
     let mut applied = Vec::with_capacity(reqs.len());
     for req in reqs {
         let result = apply(&mut tx, req, &written).await?;
         if let Applied::Pending(outcome) = &result {
-            written.insert((outcome.conv_id.as_str().to_owned(), outcome.seq));
+            written.insert((req.conv_id.as_str(), outcome.seq));
         }
         applied.push(result);
     }
@@ -117,7 +117,7 @@ pub(super) async fn send_batch(
 async fn apply(
     tx: &mut Tx<'static>,
     req: &SendRequest,
-    written: &HashSet<(String, i64)>,
+    written: &HashSet<(&str, i64)>,
 ) -> Result<Applied, StoreError> {
     let args = [
         Arg::Text(req.conv_id.as_str()),
@@ -137,8 +137,7 @@ async fn apply(
             purged,
         } => {
             let outcome = req.replayed(seq, message_id, purged);
-            let key = (req.conv_id.as_str().to_owned(), seq);
-            return Ok(if written.contains(&key) {
+            return Ok(if written.contains(&(req.conv_id.as_str(), seq)) {
                 Applied::Pending(outcome)
             } else {
                 Applied::Answered(Ok(outcome))
