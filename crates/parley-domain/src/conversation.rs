@@ -75,6 +75,8 @@ pub struct ConversationView {
     pub epoch: i64,
     pub read_seq: i64,
     pub unread: i64,
+    /// Unread messages that mention the viewer (docs/RELATIONS.md), for a badge.
+    pub mentions: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<MemberView>>,
     pub recall_window_ms: i64,

@@ -4,6 +4,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
 use crate::ids::{ConvId, UserId};
+use crate::relations::Relations;
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -13,6 +14,12 @@ pub enum EventKind {
     Recall,
     Join,
     Leave,
+    /// A new body for an earlier message of the same sender (`target_seq`).
+    Edit,
+    /// A reaction `key` added to a message (`target_seq`).
+    React,
+    /// A reaction `key` taken back from a message (`target_seq`).
+    Unreact,
 }
 
 impl EventKind {
@@ -22,6 +29,9 @@ impl EventKind {
             Self::Recall => "recall",
             Self::Join => "join",
             Self::Leave => "leave",
+            Self::Edit => "edit",
+            Self::React => "react",
+            Self::Unreact => "unreact",
         }
     }
 
@@ -31,6 +41,9 @@ impl EventKind {
             "recall" => Self::Recall,
             "join" => Self::Join,
             "leave" => Self::Leave,
+            "edit" => Self::Edit,
+            "react" => Self::React,
+            "unreact" => Self::Unreact,
             _ => return None,
         })
     }
@@ -66,9 +79,33 @@ pub struct Event {
     pub subject_user: Option<UserId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_seq: Option<i64>,
+    /// Replies, threads, mentions, reaction keys and what reads fold in; boxed, since most
+    /// events have none and the gateways keep many events in memory.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(inline))]
+    pub rel: Option<Box<Relations>>,
 }
 
 impl Event {
+    /// The relations of this event, or the empty set.
+    pub fn relations(&self) -> &Relations {
+        static NONE: std::sync::LazyLock<Relations> = std::sync::LazyLock::new(Relations::default);
+        self.rel.as_deref().unwrap_or(&NONE)
+    }
+
+    /// The relations of this event to change, made when it had none.
+    pub fn relations_mut(&mut self) -> &mut Relations {
+        self.rel.get_or_insert_with(Box::default)
+    }
+
+    /// Drops an empty relation box, so an event that lost its last relation compares and
+    /// serialises as one that never had any.
+    pub fn tidy_relations(&mut self) {
+        if self.rel.as_deref().is_some_and(Relations::is_empty) {
+            self.rel = None;
+        }
+    }
+
     /// A join or a leave of `subject`, made by `actor` (who is the subject when they left or
     /// created the conversation).
     pub fn membership(
@@ -128,6 +165,55 @@ impl Event {
             recalled: false,
             subject_user: None,
             target_seq: None,
+            rel: None,
+        }
+    }
+
+    /// The edit at `seq` by `actor` of their message at `target_seq`, with its new `body`.
+    pub fn edit(
+        conv_id: &ConvId,
+        seq: i64,
+        actor: &UserId,
+        device: &str,
+        client_msg_id: &str,
+        target_seq: i64,
+        body: &str,
+        created_at: DateTime<Utc>,
+    ) -> Self {
+        assert!(target_seq < seq, "an edit at {seq} of a later seq {target_seq}");
+        Self {
+            sender_device: Some(device.to_owned()),
+            client_msg_id: Some(client_msg_id.to_owned()),
+            body: Some(body.to_owned()),
+            target_seq: Some(target_seq),
+            ..Self::by(conv_id, seq, EventKind::Edit, actor, created_at)
+        }
+    }
+
+    /// A `react` (or, `added` false, an `unreact`) at `seq` by `actor` on `target_seq`.
+    pub fn reaction(
+        conv_id: &ConvId,
+        seq: i64,
+        actor: &UserId,
+        target_seq: i64,
+        key: &str,
+        added: bool,
+        created_at: DateTime<Utc>,
+    ) -> Self {
+        assert!(target_seq < seq, "a reaction at {seq} to a later seq {target_seq}");
+        let kind = if added {
+            EventKind::React
+        } else {
+            EventKind::Unreact
+        };
+        Self {
+            target_seq: Some(target_seq),
+            rel: Relations {
+                key: Some(key.to_owned()),
+                ..Relations::default()
+            }
+            .boxed(),
+            ..Self::by(conv_id, seq, kind, actor, created_at)
         }
     }
 }

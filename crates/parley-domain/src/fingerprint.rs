@@ -25,6 +25,45 @@ impl RequestHash {
         Self(hex::encode(h.finalize()))
     }
 
+    /// Fingerprint of a message send that relates to other messages: a version of its own, so
+    /// no plain send shares it, over the body and every relation that changes its meaning.
+    pub fn of_related_message(body: &str, rel: &crate::relations::SendRelations) -> Self {
+        let reply_to = rel.reply_to.map(|s| s.to_string()).unwrap_or_default();
+        let thread_root = rel.thread_root.map(|s| s.to_string()).unwrap_or_default();
+        let mentions: Vec<&str> = rel.mentions.iter().map(|u| u.as_str()).collect();
+        let mentions = mentions.join(" ");
+        Self::of_parts(
+            b"parley-send-v2",
+            &[
+                b"msg",
+                body.as_bytes(),
+                reply_to.as_bytes(),
+                thread_root.as_bytes(),
+                mentions.as_bytes(),
+            ],
+        )
+    }
+
+    /// Fingerprint of an edit: its target and new body. Edits share the request keys of
+    /// sends, so the kind is part of it and a key used for a send is a mismatch for an edit.
+    pub fn of_edit(target_seq: i64, body: &str) -> Self {
+        let target = target_seq.to_string();
+        Self::of_parts(
+            b"parley-edit-v1",
+            &[b"edit", target.as_bytes(), body.as_bytes()],
+        )
+    }
+
+    fn of_parts(version: &[u8], parts: &[&[u8]]) -> Self {
+        let mut h = Sha256::new();
+        h.update(version);
+        for part in parts {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part);
+        }
+        Self(hex::encode(h.finalize()))
+    }
+
     pub fn from_stored(s: String) -> Self {
         Self(s)
     }
@@ -49,5 +88,30 @@ mod tests {
             RequestHash::of_message("你好呀")
         );
         assert_eq!(RequestHash::of_message("x").as_str().len(), 64);
+    }
+
+    #[test]
+    fn relations_and_edits_have_hashes_of_their_own() {
+        use crate::relations::SendRelations;
+        let plain = RequestHash::of_message("x");
+        let empty = RequestHash::of_related_message("x", &SendRelations::default());
+        let reply = RequestHash::of_related_message(
+            "x",
+            &SendRelations {
+                reply_to: Some(3),
+                ..SendRelations::default()
+            },
+        );
+        let thread = RequestHash::of_related_message(
+            "x",
+            &SendRelations {
+                thread_root: Some(3),
+                ..SendRelations::default()
+            },
+        );
+        assert_ne!(plain, empty);
+        assert_ne!(reply, thread);
+        assert_ne!(RequestHash::of_edit(3, "x"), RequestHash::of_edit(4, "x"));
+        assert_ne!(RequestHash::of_edit(3, "x"), plain);
     }
 }

@@ -14,6 +14,7 @@ pub mod ids;
 pub mod limits;
 pub mod membership;
 pub mod rejection;
+pub mod relations;
 
 pub use conversation::{ConvKind, ConversationView, DeliveryMode, MemberView};
 pub use event::{Event, EventKind, EventsPage};
@@ -22,3 +23,4 @@ pub use ids::{Body, ClientMsgId, ConvId, DeviceId, IdError, UserId};
 pub use limits::Limits;
 pub use membership::{Period, Role};
 pub use rejection::Rejection;
+pub use relations::{ReactionKey, Relations, SendRelations};

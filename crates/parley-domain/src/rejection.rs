@@ -24,4 +24,10 @@ pub enum Rejection {
     EpochChanged,
     #[error("{0}")]
     BadRequest(String),
+    /// The message was recalled: it cannot be edited, reacted to, replied to or threaded.
+    #[error("the message was recalled")]
+    Recalled,
+    /// A bound of the product was reached (distinct reaction keys on a message).
+    #[error("{0}")]
+    LimitReached(&'static str),
 }

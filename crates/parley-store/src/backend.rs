@@ -12,6 +12,7 @@ use crate::flow::create::CreateTx;
 use crate::flow::membership::MembershipTx;
 use crate::flow::read_mark::ReadMarkTx;
 use crate::flow::recall::RecallTx;
+use crate::flow::relate::RelateTx;
 use crate::flow::retention::{Expiry, PurgeTx};
 use crate::flow::route::{Gateways, RouteTx};
 use crate::flow::send::{send_in, SendTx};
@@ -26,6 +27,7 @@ pub(crate) trait Backend:
     Accounts + Gateways + Expiry + crate::presence::Presence + Send + Sync + 'static
 {
     type Tx: SendTx
+        + RelateTx
         + CreateTx
         + MembershipTx
         + RecallTx

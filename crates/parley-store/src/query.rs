@@ -15,6 +15,10 @@ use crate::flow::StoreFuture;
 pub(crate) enum Arg<'a> {
     Text(&'a str),
     Int(i64),
+    /// An integer or NULL.
+    OptInt(Option<i64>),
+    /// A text or NULL.
+    OptText(Option<&'a str>),
     /// A list of ids: an array in PostgreSQL, a JSON array in SQLite (for `json_each`).
     Texts(&'a [String]),
 }
@@ -28,6 +32,13 @@ pub(crate) trait SqlRow: Send + Sync {
     fn flag(&self, column: &str) -> Result<bool, StoreError>;
     fn is_null(&self, column: &str) -> Result<bool, StoreError>;
     fn time(&self, column: &str) -> Result<DateTime<Utc>, StoreError>;
+    fn opt_time(&self, column: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        if self.is_null(column)? {
+            Ok(None)
+        } else {
+            self.time(column).map(Some)
+        }
+    }
     fn opt_uuid(&self, column: &str) -> Result<Option<Uuid>, StoreError>;
 
     fn string(&self, column: &str) -> Result<String, StoreError> {

@@ -8,13 +8,17 @@
 
 use parley_domain::decide::membership::switch_threshold;
 use parley_domain::decide::view::reader_head;
-use parley_domain::{ConvId, DeliveryMode, Event, EventsPage, Period, Rejection, UserId};
+use parley_domain::membership::is_visible;
+use parley_domain::relations::ReactionCount;
+use parley_domain::{
+    ConvId, DeliveryMode, Event, EventKind, EventsPage, Period, Rejection, UserId,
+};
 
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::{ReadTx, StoreFuture};
 use crate::page::{events_page, RangeReader, ReaderLog};
-use crate::query::Sql;
+use crate::query::{Arg, Sql, SqlRow};
 use crate::sql;
 use crate::types::{EventsQuery, MemberSnapshot};
 
@@ -116,15 +120,112 @@ pub(crate) async fn events<B: Backend>(
         let one = backend
             .events_after_in_one_statement(conv_id, viewer, (after, epoch), limit)
             .await?;
-        if let Some(page) = one {
+        if let Some(mut page) = one {
+            let mut conn = backend.connection().await?;
+            fold_reactions(&mut *conn, conv_id, viewer, &mut page.events).await?;
             return Ok(page);
         }
     }
     let mut tx = backend.begin_read().await?;
     let snap = snapshot(&mut tx, conv_id, viewer).await?;
-    let page = events_page(&mut tx, conv_id, snap.log(), query, limit).await?;
+    let mut page = events_page(&mut tx, conv_id, snap.log(), query, limit).await?;
+    fold_reactions(&mut tx, conv_id, viewer, &mut page.events).await?;
     tx.finish().await?;
     Ok(page)
+}
+
+/// A thread's page: its root and the replies in it that `viewer` may see, by the cursors of
+/// the log (`events_page`). A root the viewer cannot see answers like a missing one.
+pub(crate) async fn thread<B: Backend>(
+    backend: &B,
+    conv_id: &ConvId,
+    viewer: &UserId,
+    root: i64,
+    query: EventsQuery,
+    limit: u32,
+) -> Result<EventsPage, StoreError> {
+    let mut tx = backend.begin_read().await?;
+    let snap = snapshot(&mut tx, conv_id, viewer).await?;
+    let root_event = sql::range(&mut tx, conv_id, (root, root), false, 1).await?;
+    let is_root = root_event.first().is_some_and(|e| {
+        e.kind == EventKind::Msg && e.relations().thread_root.is_none() && is_visible(&snap.periods, root)
+    });
+    if !is_root || root < snap.bounds.min_seq {
+        return Err(Rejection::NotFound("no such message").into());
+    }
+    let mut reader = ThreadReader { tx: &mut tx, root };
+    let mut page = events_page(&mut reader, conv_id, snap.log(), query, limit).await?;
+    fold_reactions(&mut tx, conv_id, viewer, &mut page.events).await?;
+    tx.finish().await?;
+    Ok(page)
+}
+
+/// The range reads of one thread: the root and its replies only.
+struct ThreadReader<'t, T> {
+    tx: &'t mut T,
+    root: i64,
+}
+
+impl<T: Sql> RangeReader for ThreadReader<'_, T> {
+    fn range(
+        &mut self,
+        conv_id: &ConvId,
+        bounds: (i64, i64),
+        descending: bool,
+        limit: usize,
+    ) -> impl StoreFuture<Vec<Event>> {
+        sql::thread_range(self.tx, conv_id, self.root, bounds, descending, limit)
+    }
+}
+
+const REACTIONS_OF_RANGE_SQL: &str = "SELECT target_seq, reaction_key, count(*) AS n,
+       max(CASE WHEN user_id = $4 THEN 1 ELSE 0 END) AS mine, min(seq) AS first_seq
+  FROM reactions WHERE conv_id = $1 AND target_seq BETWEEN $2 AND $3
+ GROUP BY target_seq, reaction_key ORDER BY target_seq, first_seq";
+
+/// Folds the reaction counts of the page's messages into them, each key with whether
+/// `viewer` reacted with it, keys in the order they were first used. One statement over the
+/// reactions of the page's seq range; none when the page holds no message.
+pub(crate) async fn fold_reactions(
+    sql: &mut impl Sql,
+    conv_id: &ConvId,
+    viewer: &UserId,
+    events: &mut [Event],
+) -> Result<(), StoreError> {
+    let msgs = events.iter().filter(|e| e.kind == EventKind::Msg && !e.recalled);
+    let Some((lo, hi)) = msgs.fold(None, |acc: Option<(i64, i64)>, e| {
+        Some(acc.map_or((e.seq, e.seq), |(lo, hi)| (lo.min(e.seq), hi.max(e.seq))))
+    }) else {
+        return Ok(());
+    };
+    let args = [
+        Arg::Text(conv_id.as_str()),
+        Arg::Int(lo),
+        Arg::Int(hi),
+        Arg::Text(viewer.as_str()),
+    ];
+    let rows = sql.fetch_all(REACTIONS_OF_RANGE_SQL, &args).await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut by_seq: std::collections::HashMap<i64, Vec<ReactionCount>> =
+        std::collections::HashMap::new();
+    for r in &rows {
+        by_seq
+            .entry(r.int("target_seq")?)
+            .or_default()
+            .push(ReactionCount {
+                key: r.string("reaction_key")?,
+                count: r.int("n")?,
+                me: r.int("mine")? > 0,
+            });
+    }
+    for event in events.iter_mut().filter(|e| e.kind == EventKind::Msg) {
+        if let Some(counts) = by_seq.remove(&event.seq) {
+            event.relations_mut().reactions = counts;
+        }
+    }
+    Ok(())
 }
 
 /// Committed events with `after < seq <= upto`, ascending, unfiltered, at most `limit`.

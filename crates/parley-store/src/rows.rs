@@ -5,8 +5,9 @@ use parley_domain::decide::send::{KeyCheckRow, StoredRequest};
 use parley_domain::decide::LogCounter;
 use parley_domain::{
     ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, RequestHash,
-    Role, UserId,
+    Relations, Role, UserId,
 };
+use parley_domain::relations::ThreadSummary;
 
 use crate::error::StoreError;
 use crate::flow::membership::Locked;
@@ -35,6 +36,41 @@ pub(crate) fn event(conv_id: &ConvId, row: &impl SqlRow) -> Result<Event, StoreE
         recalled,
         subject_user: row.opt_string("subject_user")?.map(UserId::from_trusted),
         target_seq: row.opt_int("target_seq")?,
+        rel: relations(row, recalled)?.boxed(),
+    })
+}
+
+/// The relation columns of an event row (`docs/RELATIONS.md`); reactions are folded in by
+/// `read::fold_reactions` after the page is read. A recalled message shows no edit time.
+fn relations(row: &impl SqlRow, recalled: bool) -> Result<Relations, StoreError> {
+    let mentions = match row.opt_str("mentions")? {
+        Some(json) => serde_json::from_str::<Vec<String>>(json)
+            .map_err(|e| StoreError::Unavailable(format!("mentions column: {e}")))?
+            .into_iter()
+            .map(UserId::from_trusted)
+            .collect(),
+        None => Vec::new(),
+    };
+    let replies = row.int("thread_replies")?;
+    let thread = match row.opt_int("thread_latest_seq")? {
+        Some(latest_seq) if replies > 0 => Some(ThreadSummary {
+            reply_count: replies,
+            latest_seq,
+        }),
+        _ => None,
+    };
+    Ok(Relations {
+        reply_to: row.opt_int("reply_to")?,
+        thread_root: row.opt_int("thread_root")?,
+        mentions,
+        key: row.opt_string("reaction_key")?,
+        edited_at: if recalled {
+            None
+        } else {
+            row.opt_time("edited_at")?
+        },
+        reactions: Vec::new(),
+        thread,
     })
 }
 

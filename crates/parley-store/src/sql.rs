@@ -39,10 +39,26 @@ pub(crate) async fn key_check(
     tx: &mut impl Sql,
     req: &SendRequest,
 ) -> Result<KeyCheck, StoreError> {
+    key_check_of(
+        tx,
+        req.conv_id.as_str(),
+        req.sender_user.as_str(),
+        req.client_msg_id.as_str(),
+    )
+    .await
+}
+
+/// The key check of any request keyed like a send (an edit shares the sends' keys).
+pub(crate) async fn key_check_of(
+    tx: &mut impl Sql,
+    conv_id: &str,
+    sender_user: &str,
+    client_msg_id: &str,
+) -> Result<KeyCheck, StoreError> {
     let args = [
-        Arg::Text(req.conv_id.as_str()),
-        Arg::Text(req.sender_user.as_str()),
-        Arg::Text(req.client_msg_id.as_str()),
+        Arg::Text(conv_id),
+        Arg::Text(sender_user),
+        Arg::Text(client_msg_id),
     ];
     let found = tx.fetch_all(SEND_KEY_CHECK_SQL, &args).await?;
     let mut check = KeyCheck::default();
@@ -56,13 +72,54 @@ pub(crate) async fn key_check(
 /// explains exactly this text). `$1` conv_id, `$2`–`$3` the seqs, `$4` how many.
 pub const EVENTS_RANGE_ASC_SQL: &str =
     "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
-     client_msg_id, body, subject_user, target_seq, recalled_at \
+     client_msg_id, body, subject_user, target_seq, recalled_at, \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq \
      FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq ASC LIMIT $4";
 /// The range read of the log, descending (history pages).
 pub const EVENTS_RANGE_DESC_SQL: &str =
     "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
-     client_msg_id, body, subject_user, target_seq, recalled_at \
+     client_msg_id, body, subject_user, target_seq, recalled_at, \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq \
      FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq DESC LIMIT $4";
+
+/// A thread's events in a seq range: the root (`$5`) and the replies in it.
+pub const THREAD_RANGE_ASC_SQL: &str =
+    "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
+     client_msg_id, body, subject_user, target_seq, recalled_at, \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq \
+     FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 AND (thread_root = $5 OR seq = $5) \
+     ORDER BY seq ASC LIMIT $4";
+pub const THREAD_RANGE_DESC_SQL: &str =
+    "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
+     client_msg_id, body, subject_user, target_seq, recalled_at, \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq \
+     FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 AND (thread_root = $5 OR seq = $5) \
+     ORDER BY seq DESC LIMIT $4";
+
+/// The events of the thread of `root` in one seq range, at most `limit`.
+pub(crate) async fn thread_range(
+    tx: &mut impl Sql,
+    conv_id: &ConvId,
+    root: i64,
+    (lo, hi): (i64, i64),
+    descending: bool,
+    limit: usize,
+) -> Result<Vec<Event>, StoreError> {
+    let sql = if descending {
+        THREAD_RANGE_DESC_SQL
+    } else {
+        THREAD_RANGE_ASC_SQL
+    };
+    let args = [
+        Arg::Text(conv_id.as_str()),
+        Arg::Int(lo),
+        Arg::Int(hi),
+        Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
+        Arg::Int(root),
+    ];
+    let found = tx.fetch_all(sql, &args).await?;
+    rows::all(&found, |r| rows::event(conv_id, r))
+}
 
 /// Events of one seq range by primary key, ascending or descending, at most `limit`.
 pub(crate) async fn range(

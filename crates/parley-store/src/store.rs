@@ -130,6 +130,25 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<RecallOutcome, StoreError>;
 
+    /// An edit of the caller's message (docs/RELATIONS.md): keyed and fingerprinted like a
+    /// send (`dup` on a retry, `IdempotencyMismatch` for another request under the key), then
+    /// `NotMember`, `NotFound` (no visible msg at `target_seq`), `NotSender`, `Recalled`.
+    async fn edit(&self, req: &EditRequest) -> Result<EditOutcome, StoreError>;
+
+    /// A reaction added or taken back; a repeated one changes nothing. `NotMember`,
+    /// `NotFound`, `Recalled`, `LimitReached` (distinct keys on the message).
+    async fn react(&self, req: &ReactRequest) -> Result<ReactOutcome, StoreError>;
+
+    /// A thread's root and the replies `viewer` may see, by the cursors of `events`.
+    /// `NotFound` when the root is no visible message that starts a thread.
+    async fn thread(
+        &self,
+        conv_id: &ConvId,
+        viewer: &UserId,
+        thread: ThreadQuery,
+        limit: u32,
+    ) -> Result<EventsPage, StoreError>;
+
     /// Moves `user`'s read position to `max(read_seq, min(seq, head))` (P8) and answers the
     /// resulting position. `NotMember` unless the user ever had a period.
     async fn mark_read(&self, conv_id: &ConvId, user: &UserId, seq: i64)

@@ -7,7 +7,9 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::flow::{admin, create, join, leave, read_mark, recall, retention, role, route};
+use crate::flow::{
+    admin, create, join, leave, read_mark, recall, relate, retention, role, route,
+};
 use crate::presence::{self, Presence};
 use crate::store::Store;
 use crate::types::*;
@@ -133,7 +135,29 @@ impl<B: Backend> Store for B {
     }
 
     async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError> {
-        self.commit_send(req).await
+        if req.relations.is_empty() {
+            self.commit_send(req).await
+        } else {
+            relate::send_related(self, req).await
+        }
+    }
+
+    async fn edit(&self, req: &EditRequest) -> Result<EditOutcome, StoreError> {
+        relate::edit(self, req).await
+    }
+
+    async fn react(&self, req: &ReactRequest) -> Result<ReactOutcome, StoreError> {
+        relate::react(self, req).await
+    }
+
+    async fn thread(
+        &self,
+        conv_id: &ConvId,
+        viewer: &UserId,
+        thread: ThreadQuery,
+        limit: u32,
+    ) -> Result<EventsPage, StoreError> {
+        read::thread(self, conv_id, viewer, thread.root, thread.query, limit).await
     }
 
     async fn events(

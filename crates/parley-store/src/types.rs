@@ -2,7 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use parley_domain::{
-    Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, RequestHash, UserId,
+    Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, ReactionKey,
+    RequestHash, SendRelations, UserId,
 };
 
 /// The device a token belongs to.
@@ -51,9 +52,39 @@ pub struct SendRequest {
     pub client_msg_id: ClientMsgId,
     pub body: Body,
     pub request_hash: RequestHash,
+    /// A reply, a thread, mentions; empty for a plain message.
+    pub relations: SendRelations,
 }
 
 impl SendRequest {
+    /// A send that may relate to other messages: `mentions` are completed with the body's
+    /// `@user` words, and a send with any relation has a fingerprint of its own
+    /// (`RequestHash::of_related_message`); one without stays a plain send.
+    pub fn related(
+        conv_id: ConvId,
+        sender_user: UserId,
+        sender_device: DeviceId,
+        client_msg_id: ClientMsgId,
+        body: Body,
+        mut relations: SendRelations,
+    ) -> Self {
+        let given = std::mem::take(&mut relations.mentions);
+        relations.mentions = parley_domain::relations::mentions_of(body.as_str(), given);
+        if relations.is_empty() {
+            return Self::new(conv_id, sender_user, sender_device, client_msg_id, body);
+        }
+        let request_hash = RequestHash::of_related_message(body.as_str(), &relations);
+        Self {
+            conv_id,
+            sender_user,
+            sender_device,
+            client_msg_id,
+            body,
+            request_hash,
+            relations,
+        }
+    }
+
     pub fn new(
         conv_id: ConvId,
         sender_user: UserId,
@@ -69,6 +100,7 @@ impl SendRequest {
             client_msg_id,
             body,
             request_hash,
+            relations: SendRelations::default(),
         }
     }
 }
@@ -95,6 +127,7 @@ impl SendRequest {
             recalled: false,
             subject_user: None,
             target_seq: None,
+            rel: None,
         };
         SendOutcome {
             conv_id: self.conv_id.clone(),
@@ -151,6 +184,13 @@ pub enum EventsQuery {
     Before { before: Option<i64> },
 }
 
+/// A thread's page: its root and its replies, by the same cursors as the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadQuery {
+    pub root: i64,
+    pub query: EventsQuery,
+}
+
 /// Where a device is connected: gateway and connection (SPEC §3, routes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -205,6 +245,70 @@ pub struct RecallOutcome {
     pub seq: i64,
     /// The seq of the recalled message.
     pub target_seq: i64,
+}
+
+/// An edit of a message (docs/RELATIONS.md): idempotent per request key, like a send.
+#[derive(Debug, Clone)]
+pub struct EditRequest {
+    pub conv_id: ConvId,
+    pub sender_user: UserId,
+    pub sender_device: DeviceId,
+    pub client_msg_id: ClientMsgId,
+    pub target_seq: i64,
+    pub body: Body,
+    pub request_hash: RequestHash,
+}
+
+impl EditRequest {
+    pub fn new(
+        conv_id: ConvId,
+        sender_user: UserId,
+        sender_device: DeviceId,
+        client_msg_id: ClientMsgId,
+        target_seq: i64,
+        body: Body,
+    ) -> Self {
+        let request_hash = RequestHash::of_edit(target_seq, body.as_str());
+        Self {
+            conv_id,
+            sender_user,
+            sender_device,
+            client_msg_id,
+            target_seq,
+            body,
+            request_hash,
+        }
+    }
+}
+
+/// The answer to an edit: its ack fields, and the event when this call wrote it.
+#[derive(Debug, Clone)]
+pub struct EditOutcome {
+    pub conv_id: ConvId,
+    pub seq: i64,
+    pub message_id: uuid::Uuid,
+    pub target_seq: i64,
+    pub dup: bool,
+    pub event: Option<Event>,
+}
+
+/// A reaction added (`PUT`) or taken back (`DELETE`).
+#[derive(Debug, Clone)]
+pub struct ReactRequest {
+    pub conv_id: ConvId,
+    pub user: UserId,
+    pub target_seq: i64,
+    pub key: ReactionKey,
+    pub added: bool,
+}
+
+/// The answer to a reaction: the event this call wrote, if it changed anything.
+#[derive(Debug, Clone)]
+pub struct ReactOutcome {
+    /// The seq of the `react` or `unreact` event written; for an unchanged `PUT` the seq of
+    /// the user's existing reaction; `None` for an unchanged `DELETE`.
+    pub seq: Option<i64>,
+    pub event: Option<Event>,
 }
 
 /// What one call of the retention purge did.

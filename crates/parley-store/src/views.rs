@@ -85,6 +85,19 @@ pub(crate) trait ViewTx: ReadTx {
             rows::all(&found, |r| Ok((r.string("conv_id")?, r.int("read_seq")?)))
         }
     }
+    /// `viewer`'s mentions after their read position in each of `ids` that has any.
+    const MENTION_COUNTS_SQL: &'static str;
+    fn mention_counts(
+        &mut self,
+        viewer: &UserId,
+        ids: &[String],
+    ) -> impl StoreFuture<Vec<(String, i64)>> {
+        async move {
+            let args = [Arg::Text(viewer.as_str()), Arg::Texts(ids)];
+            let found = self.fetch_all(Self::MENTION_COUNTS_SQL, &args).await?;
+            rows::all(&found, |r| Ok((r.string("conv_id")?, r.int("n")?)))
+        }
+    }
     /// Each plan's unread messages (msg events of others in its unread ranges, not recalled)
     /// and the event at its last visible seq, in the order given.
     fn count_unread(
@@ -145,6 +158,8 @@ pub(crate) async fn build<T: ViewTx>(
         })
         .collect();
     let counted = tx.count_unread(viewer, &planned).await?;
+    let mentions: HashMap<String, i64> =
+        tx.mention_counts(viewer, ids).await?.into_iter().collect();
     assert_eq!(counted.len(), planned.len(), "a count per planned view");
     let mut views = Vec::with_capacity(planned.len());
     for (Planned { conv, plan }, Counted { unread, last_event }) in planned.into_iter().zip(counted)
@@ -164,6 +179,7 @@ pub(crate) async fn build<T: ViewTx>(
             epoch: conv.epoch,
             read_seq: plan.read_seq,
             unread: unread.max(0),
+            mentions: mentions.get(&conv.conv_id).copied().unwrap_or(0),
             members,
             recall_window_ms: conv.recall_window_ms,
             retention_ms: conv.retention_ms,

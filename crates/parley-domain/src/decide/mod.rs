@@ -9,6 +9,7 @@
 pub mod counter;
 pub mod membership;
 pub mod recall;
+pub mod relate;
 pub mod retention;
 pub mod send;
 pub mod view;

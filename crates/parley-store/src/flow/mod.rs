@@ -14,6 +14,7 @@ pub(crate) mod leave;
 pub(crate) mod membership;
 pub(crate) mod read_mark;
 pub(crate) mod recall;
+pub(crate) mod relate;
 pub(crate) mod retention;
 pub(crate) mod role;
 pub(crate) mod route;

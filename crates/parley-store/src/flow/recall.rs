@@ -104,6 +104,7 @@ pub(crate) async fn recall<B: Backend>(
         target_seq,
     };
     let at = tx.append_recall(&recall).await?;
+    super::relate::forget_recalled(&mut tx, conv_id, target_seq).await?;
     tx.commit_or_unknown().await?;
     let seq = recall.slot.seq;
     Ok(RecallOutcome {

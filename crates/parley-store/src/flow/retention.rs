@@ -168,6 +168,7 @@ async fn cut_one<B: Backend>(
         purged_at: now,
     };
     let (deleted, tombstones) = tx.cut(&log_cut).await?;
+    super::relate::forget_purged(&mut tx, conv, cut.through_seq).await?;
     tx.commit_or_unknown().await?;
     Ok(Cut::Done {
         deleted,

@@ -25,7 +25,9 @@ pub const EVENTS_AFTER_ONE_PERIOD_SQL: &str = "
 SELECT c.next_seq - 1 AS r_log_head, c.min_seq AS r_min_seq, c.epoch AS r_epoch,
        p.period_count AS r_period_count, p.from_seq AS r_from_seq, p.to_seq AS r_to_seq,
        e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
-       e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at
+       e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at,
+       e.reply_to, e.thread_root, e.mentions, e.reaction_key, e.edited_at, e.thread_replies,
+       e.thread_latest_seq
   FROM conversations c
   CROSS JOIN LATERAL (
     -- With one period, min and max are that period's bounds (max ignores an open NULL).
@@ -35,7 +37,7 @@ SELECT c.next_seq - 1 AS r_log_head, c.min_seq AS r_min_seq, c.epoch AS r_epoch,
   ) p
   LEFT JOIN LATERAL (
     SELECT seq, kind, created_at, message_id, sender_user, sender_device,
-           client_msg_id, body, subject_user, target_seq, recalled_at
+           client_msg_id, body, subject_user, target_seq, recalled_at, reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq
       FROM events
      WHERE p.period_count = 1
        AND conv_id = c.conv_id

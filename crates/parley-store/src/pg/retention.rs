@@ -65,7 +65,7 @@ impl PurgeTx for PgTx<'_> {
                INSERT INTO idem_tombstones
                       (conv_id, sender_user, client_msg_id, request_hash, seq, message_id, purged_at)
                SELECT conv_id, sender_user, client_msg_id, request_hash, seq, message_id, $4 FROM gone
-                WHERE kind = 'msg' AND client_msg_id IS NOT NULL AND sender_user IS NOT NULL
+                WHERE kind IN ('msg', 'edit') AND client_msg_id IS NOT NULL AND sender_user IS NOT NULL
                   AND request_hash IS NOT NULL AND message_id IS NOT NULL
                ON CONFLICT (conv_id, sender_user, client_msg_id) DO UPDATE
                   SET request_hash = EXCLUDED.request_hash, seq = EXCLUDED.seq,

@@ -17,6 +17,8 @@ fn bound<'q>(
     Ok(args.iter().fold(sqlx::query(sql), |q, arg| match *arg {
         Arg::Text(s) => q.bind(s),
         Arg::Int(i) => q.bind(i),
+        Arg::OptInt(i) => q.bind(i),
+        Arg::OptText(s) => q.bind(s),
         Arg::Texts(ids) => q.bind(ids),
     }))
 }

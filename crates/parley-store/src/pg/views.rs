@@ -27,6 +27,10 @@ impl ViewTx for PgTx<'_> {
          FROM conversations WHERE conv_id = ANY($1)";
     const VIEWER_PERIODS_SQL: &'static str =
         "SELECT conv_id, from_seq, to_seq FROM membership_periods WHERE user_id = $1 AND conv_id = ANY($2)";
+    const MENTION_COUNTS_SQL: &'static str = "SELECT m.conv_id, count(*) AS n FROM mentions m
+           LEFT JOIN read_marks r ON r.conv_id = m.conv_id AND r.user_id = $1
+          WHERE m.user_id = $1 AND m.conv_id = ANY($2) AND m.seq > COALESCE(r.read_seq, 0)
+          GROUP BY m.conv_id";
     const READ_MARKS_SQL: &'static str =
         "SELECT conv_id, read_seq FROM read_marks WHERE user_id = $1 AND conv_id = ANY($2)";
 
@@ -94,7 +98,9 @@ async fn probe(tx: &mut PgTx<'_>, planned: &[Planned<'_>]) -> Result<Probed, Sto
     }
     let found = sqlx::query(
         "SELECT e.conv_id, e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
-                e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at, e.msg_ordinal
+                e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at, e.msg_ordinal,
+                e.reply_to, e.thread_root, e.mentions, e.reaction_key, e.edited_at,
+                e.thread_replies, e.thread_latest_seq
          FROM UNNEST($1::text[], $2::bigint[]) AS t(c, s)
          JOIN events e ON e.conv_id = t.c AND e.seq = t.s",
     )

@@ -75,7 +75,7 @@ impl PurgeTx for Tx<'_> {
             "INSERT INTO idem_tombstones
                     (conv_id, sender_user, client_msg_id, request_hash, seq, message_id, purged_at)
              SELECT conv_id, sender_user, client_msg_id, request_hash, seq, message_id, $4 FROM events
-              WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 AND kind = 'msg'
+              WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 AND kind IN ('msg', 'edit')
                 AND client_msg_id IS NOT NULL AND sender_user IS NOT NULL
                 AND request_hash IS NOT NULL AND message_id IS NOT NULL
              ON CONFLICT (conv_id, sender_user, client_msg_id) DO UPDATE

@@ -18,6 +18,11 @@ impl ViewTx for Tx<'_> {
     const VIEWER_PERIODS_SQL: &'static str =
         "SELECT conv_id, from_seq, to_seq FROM membership_periods
          WHERE user_id = $1 AND conv_id IN (SELECT value FROM json_each($2))";
+    const MENTION_COUNTS_SQL: &'static str = "SELECT m.conv_id, count(*) AS n FROM mentions m
+           LEFT JOIN read_marks r ON r.conv_id = m.conv_id AND r.user_id = $1
+          WHERE m.user_id = $1 AND m.conv_id IN (SELECT value FROM json_each($2))
+            AND m.seq > COALESCE(r.read_seq, 0)
+          GROUP BY m.conv_id";
     const READ_MARKS_SQL: &'static str = "SELECT conv_id, read_seq FROM read_marks
          WHERE user_id = $1 AND conv_id IN (SELECT value FROM json_each($2))";
 
