@@ -23,7 +23,9 @@
 //! off.
 
 use chrono::DateTime;
-use parley_domain::{Body, ClientMsgId, ConvId, DeviceId, Event, EventKind, Role, UserId};
+use parley_domain::{
+    Body, ClientMsgId, ConvId, DeviceId, Event, EventKind, ReactionKey, Relations, Role, UserId,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::coalesce::Batch;
@@ -258,6 +260,16 @@ struct WireEvent {
     subject_user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     target_seq: Option<i64>,
+    /// The event's own relations (docs/RELATIONS.md); what reads fold in never travels, since
+    /// a committed event is announced as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reply_to: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    thread_root: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    mentions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
 }
 
 impl From<&Event> for WireEvent {
@@ -275,6 +287,15 @@ impl From<&Event> for WireEvent {
             recalled: event.recalled,
             subject_user: event.subject_user.as_ref().map(ToString::to_string),
             target_seq: event.target_seq,
+            reply_to: event.relations().reply_to,
+            thread_root: event.relations().thread_root,
+            mentions: event
+                .relations()
+                .mentions
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            key: event.relations().key.clone(),
         }
     }
 }
@@ -291,9 +312,24 @@ impl WireEvent {
     /// The event with every id parsed; `None` when any field is not valid.
     fn parse(self) -> Option<Event> {
         let seq = (self.seq >= 1).then_some(self.seq)?;
-        let target_seq = match self.target_seq {
-            None => None,
-            Some(t) => Some((1..seq).contains(&t).then_some(t)?),
+        let earlier = |s: Option<i64>| match s {
+            None => Some(None),
+            Some(t) => (1..seq).contains(&t).then_some(Some(t)),
+        };
+        let target_seq = earlier(self.target_seq)?;
+        let mentions = self
+            .mentions
+            .iter()
+            .map(|m| UserId::parse(m).ok())
+            .collect::<Option<Vec<_>>>()?;
+        let rel = Relations {
+            reply_to: earlier(self.reply_to)?,
+            thread_root: earlier(self.thread_root)?,
+            mentions,
+            key: parse_opt(self.key, |k| {
+                ReactionKey::parse(k).ok().map(|k| k.as_str().to_owned())
+            })?,
+            ..Relations::default()
         };
         Some(Event {
             conv_id: ConvId::parse(&self.conv).ok()?,
@@ -318,6 +354,7 @@ impl WireEvent {
             recalled: self.recalled,
             subject_user: parse_opt(self.subject_user, |s| UserId::parse(s).ok())?,
             target_seq,
+            rel: rel.boxed(),
         })
     }
 }
@@ -580,6 +617,7 @@ mod tests {
             recalled: false,
             subject_user: None,
             target_seq: None,
+            rel: None,
         }
     }
 

@@ -76,6 +76,7 @@ mod tests {
             recalled: false,
             subject_user: None,
             target_seq: None,
+            rel: None,
         })
     }
 

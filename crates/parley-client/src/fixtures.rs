@@ -19,6 +19,7 @@ pub(crate) fn event(seq: i64) -> Event {
         recalled: false,
         subject_user: None,
         target_seq: None,
+        ..Event::default()
     }
 }
 

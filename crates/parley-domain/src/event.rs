@@ -180,7 +180,10 @@ impl Event {
         body: &str,
         created_at: DateTime<Utc>,
     ) -> Self {
-        assert!(target_seq < seq, "an edit at {seq} of a later seq {target_seq}");
+        assert!(
+            target_seq < seq,
+            "an edit at {seq} of a later seq {target_seq}"
+        );
         Self {
             sender_device: Some(device.to_owned()),
             client_msg_id: Some(client_msg_id.to_owned()),
@@ -200,7 +203,10 @@ impl Event {
         added: bool,
         created_at: DateTime<Utc>,
     ) -> Self {
-        assert!(target_seq < seq, "a reaction at {seq} to a later seq {target_seq}");
+        assert!(
+            target_seq < seq,
+            "a reaction at {seq} to a later seq {target_seq}"
+        );
         let kind = if added {
             EventKind::React
         } else {

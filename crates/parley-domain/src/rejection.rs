@@ -18,7 +18,7 @@ pub enum Rejection {
     IdempotencyMismatch,
     #[error("the recall window has passed")]
     RecallWindowExpired,
-    #[error("only the sender may recall a message")]
+    #[error("only the sender may recall or edit a message")]
     NotSender,
     #[error("the cursor belongs to another epoch of this conversation")]
     EpochChanged,

@@ -46,7 +46,9 @@ impl ReactionKey {
         if s.len() > REACTION_KEY_BYTES_MAX || s.chars().count() > REACTION_KEY_CHARS_MAX {
             return Err(ReactionKeyError::TooLong);
         }
-        if s.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/') {
+        if s.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '/')
+        {
             return Err(ReactionKeyError::BadChar);
         }
         Ok(Self(s.to_owned()))

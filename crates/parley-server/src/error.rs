@@ -47,8 +47,13 @@ pub enum ApiError {
     IdempotencyMismatch,
     #[error("the recall window has passed")]
     RecallWindowExpired,
-    #[error("only the sender may recall a message")]
+    #[error("only the sender may recall or edit a message")]
     NotSender,
+    /// The named message was recalled (an edit, a reaction, a reply or a thread reply).
+    #[error("the message was recalled")]
+    Recalled,
+    #[error("{0}")]
+    LimitReached(&'static str),
     #[error("the cursor belongs to another epoch of this conversation")]
     EpochChanged,
     /// Over the device's rate; it may ask again after `retry_after_ms`.
@@ -89,6 +94,8 @@ impl ApiError {
             Self::IdempotencyMismatch => ErrorCode::IdempotencyMismatch,
             Self::RecallWindowExpired => ErrorCode::RecallWindowExpired,
             Self::NotSender => ErrorCode::NotSender,
+            Self::Recalled => ErrorCode::Recalled,
+            Self::LimitReached(_) => ErrorCode::LimitReached,
             Self::EpochChanged => ErrorCode::EpochChanged,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::MethodNotAllowed => return None,
@@ -139,6 +146,8 @@ impl From<Rejection> for ApiError {
             Rejection::NotSender => Self::NotSender,
             Rejection::EpochChanged => Self::EpochChanged,
             Rejection::BadRequest(why) => Self::BadRequest(why),
+            Rejection::Recalled => Self::Recalled,
+            Rejection::LimitReached(what) => Self::LimitReached(what),
         }
     }
 }

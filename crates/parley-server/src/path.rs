@@ -79,6 +79,21 @@ impl ConvSeqPath {
     }
 }
 
+/// `/v1/conversations/{conv_id}/events/{seq}/reactions/{key}`; the key is checked by the
+/// request (`fields::reaction_key`).
+#[derive(Debug, Deserialize)]
+pub struct ConvSeqKeyPath {
+    pub conv_id: String,
+    pub seq: String,
+    pub key: String,
+}
+
+impl ConvSeqKeyPath {
+    pub fn ids(&self) -> Result<(ConvId, i64), ApiError> {
+        Ok((conv_id(&self.conv_id)?, seq(&self.seq)?))
+    }
+}
+
 /// `/v1/admin/users/{user_id}/…`
 #[derive(Debug, Deserialize)]
 pub struct UserPath {

@@ -72,7 +72,7 @@ fn limit(pairs: &[(String, String)]) -> Result<u32, ApiError> {
 
 /// `?after=N[&epoch=E]` reads ascending, `?before=N` descending, neither the newest page.
 pub fn events_query(pairs: &[(String, String)]) -> Result<(EventsQuery, u32), ApiError> {
-    check_names(pairs, &["after", "before", "limit", "epoch"])?;
+    check_names(pairs, &["after", "before", "limit", "epoch", "thread"])?;
     let after = non_negative(pairs, "after")?;
     let before = non_negative(pairs, "before")?;
     let epoch = non_negative(pairs, "epoch")?;
@@ -94,6 +94,17 @@ pub fn events_query(pairs: &[(String, String)]) -> Result<(EventsQuery, u32), Ap
         }
     };
     Ok((query, limit))
+}
+
+/// `?thread=ROOT`: the page is of that thread only (docs/RELATIONS.md); the root is a seq of
+/// 1 or more.
+pub fn events_thread(pairs: &[(String, String)]) -> Result<Option<i64>, ApiError> {
+    match non_negative(pairs, "thread")? {
+        Some(0) => Err(ApiError::bad_request(
+            "`thread` must be the seq of a thread's root, 1 or more",
+        )),
+        other => Ok(other),
+    }
 }
 
 /// The optional sync token of a conversation list request.

@@ -13,9 +13,10 @@ use parley_domain::{
 };
 use parley_store::token::hash_token;
 use parley_store::{
-    ConversationFeed, CreatedConversation, DeviceIdentity, EventsQuery, MemberSnapshot,
-    MembershipChange, NewConversation, PurgeReport, RecallOutcome, Route, Seen, SendOutcome,
-    SendRequest, Store, StoreError, TypingTargets, User, UserPresence,
+    ConversationFeed, CreatedConversation, DeviceIdentity, EditOutcome, EditRequest, EventsQuery,
+    MemberSnapshot, MembershipChange, NewConversation, PurgeReport, ReactOutcome, ReactRequest,
+    RecallOutcome, Route, Seen, SendOutcome, SendRequest, Store, StoreError, ThreadQuery,
+    TypingTargets, User, UserPresence,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -57,6 +58,7 @@ fn msg_event(conv_id: ConvId, seq: i64) -> Event {
         recalled: false,
         subject_user: None,
         target_seq: None,
+        rel: None,
     }
 }
 
@@ -211,6 +213,27 @@ impl Store for FakeStore {
         _: i64,
         _: chrono::DateTime<chrono::Utc>,
     ) -> Result<RecallOutcome, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn edit(&self, _: &EditRequest) -> Result<EditOutcome, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn react(&self, _: &ReactRequest) -> Result<ReactOutcome, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn thread(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: ThreadQuery,
+        _: u32,
+    ) -> Result<EventsPage, StoreError> {
         self.touch();
         Err(refused())
     }

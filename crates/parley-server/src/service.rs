@@ -11,10 +11,12 @@
 use std::sync::Arc;
 
 use parley_bus::Notice;
-use parley_domain::{Body, ClientMsgId, ConvId, ConversationView, DeviceId, Event, Role, UserId};
+use parley_domain::{
+    Body, ClientMsgId, ConvId, ConversationView, DeviceId, Event, Role, SendRelations, UserId,
+};
 use parley_store::token::new_device_token;
-use parley_store::{DeviceIdentity, NewConversation, SendRequest};
-use parley_wire::{RecallAck, SendAck};
+use parley_store::{DeviceIdentity, EditRequest, NewConversation, ReactRequest, SendRequest};
+use parley_wire::{EditAck, ReactionAck, RecallAck, SendAck};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -40,13 +42,15 @@ pub async fn send(
     conv_id: ConvId,
     client_msg_id: ClientMsgId,
     body: Body,
+    relations: SendRelations,
 ) -> Result<SendAck, ApiError> {
-    let req = SendRequest::new(
+    let req = SendRequest::related(
         conv_id,
         identity.user_id.clone(),
         identity.device_id.clone(),
         client_msg_id,
         body,
+        relations,
     );
     let outcome = state.store().send(&req).await?;
     tracing::debug!(seq = outcome.seq, dup = outcome.dup, "send committed");
@@ -127,6 +131,38 @@ pub async fn recall(
     Ok(RecallAck {
         seq: outcome.seq,
         target_seq: outcome.target_seq,
+    })
+}
+
+/// Edits the caller's message (docs/RELATIONS.md); a new edit event is announced and pushed
+/// like any event, a retry only answers the first.
+pub async fn edit(state: &AppState, req: &EditRequest) -> Result<EditAck, ApiError> {
+    let outcome = state.store().edit(req).await?;
+    if let Some(event) = outcome.event {
+        announce(state, event);
+    }
+    Ok(EditAck {
+        conv_id: outcome.conv_id.into_string(),
+        seq: outcome.seq,
+        message_id: outcome.message_id.to_string(),
+        target_seq: outcome.target_seq,
+        dup: outcome.dup,
+    })
+}
+
+/// Adds or takes back the caller's reaction; an event is announced only when one was written.
+pub async fn react(state: &AppState, req: &ReactRequest) -> Result<ReactionAck, ApiError> {
+    let outcome = state.store().react(req).await?;
+    let changed = outcome.event.is_some();
+    if let Some(event) = outcome.event {
+        announce(state, event);
+    }
+    Ok(ReactionAck {
+        conv_id: req.conv_id.as_str().to_owned(),
+        target_seq: req.target_seq,
+        key: req.key.as_str().to_owned(),
+        seq: outcome.seq,
+        changed,
     })
 }
 

@@ -148,7 +148,9 @@ pub(crate) async fn thread<B: Backend>(
     let snap = snapshot(&mut tx, conv_id, viewer).await?;
     let root_event = sql::range(&mut tx, conv_id, (root, root), false, 1).await?;
     let is_root = root_event.first().is_some_and(|e| {
-        e.kind == EventKind::Msg && e.relations().thread_root.is_none() && is_visible(&snap.periods, root)
+        e.kind == EventKind::Msg
+            && e.relations().thread_root.is_none()
+            && is_visible(&snap.periods, root)
     });
     if !is_root || root < snap.bounds.min_seq {
         return Err(Rejection::NotFound("no such message").into());
@@ -192,7 +194,9 @@ pub(crate) async fn fold_reactions(
     viewer: &UserId,
     events: &mut [Event],
 ) -> Result<(), StoreError> {
-    let msgs = events.iter().filter(|e| e.kind == EventKind::Msg && !e.recalled);
+    let msgs = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Msg && !e.recalled);
     let Some((lo, hi)) = msgs.fold(None, |acc: Option<(i64, i64)>, e| {
         Some(acc.map_or((e.seq, e.seq), |(lo, hi)| (lo.min(e.seq), hi.max(e.seq))))
     }) else {

@@ -3,11 +3,11 @@
 
 use parley_domain::decide::send::{KeyCheckRow, StoredRequest};
 use parley_domain::decide::LogCounter;
-use parley_domain::{
-    ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, RequestHash,
-    Relations, Role, UserId,
-};
 use parley_domain::relations::ThreadSummary;
+use parley_domain::{
+    ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, Relations,
+    RequestHash, Role, UserId,
+};
 
 use crate::error::StoreError;
 use crate::flow::membership::Locked;

@@ -7,9 +7,7 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::flow::{
-    admin, create, join, leave, read_mark, recall, relate, retention, role, route,
-};
+use crate::flow::{admin, create, join, leave, read_mark, recall, relate, retention, role, route};
 use crate::presence::{self, Presence};
 use crate::store::Store;
 use crate::types::*;

@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use parley_domain::{
-    Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, ReactionKey,
-    RequestHash, SendRelations, UserId,
+    Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, ReactionKey, RequestHash,
+    SendRelations, UserId,
 };
 
 /// The device a token belongs to.

@@ -35,6 +35,33 @@ pub struct RecallAck {
     pub target_seq: i64,
 }
 
+/// The answer of an edit: the `edit` event, keyed like a send (`dup` on a retry).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditAck {
+    pub conv_id: String,
+    /// The seq of the `edit` event.
+    pub seq: i64,
+    pub message_id: String,
+    /// The edited message.
+    pub target_seq: i64,
+    pub dup: bool,
+}
+
+/// The answer of a reaction added (`PUT`) or taken back (`DELETE`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReactionAck {
+    pub conv_id: String,
+    pub target_seq: i64,
+    pub key: String,
+    /// The seq of the `react` or `unreact` event written; when nothing changed, the seq of
+    /// the caller's existing reaction (`PUT`) or null (`DELETE`).
+    pub seq: Option<i64>,
+    /// False when the caller had already reacted with this key (`PUT`) or had not (`DELETE`).
+    pub changed: bool,
+}
+
 /// The answer of `GET /v1/me`: the user and the device a device token belongs to.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,13 +109,20 @@ pub struct EventsPage<E = Event> {
     pub next_before: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EventKind {
+    #[default]
     Msg,
     Recall,
     Join,
     Leave,
+    /// A new body for the sender's message at `target_seq`.
+    Edit,
+    /// A reaction `key` added to the message at `target_seq`.
+    React,
+    /// A reaction `key` taken back from the message at `target_seq`.
+    Unreact,
     /// A kind added after this version; it still takes a seq, so cursors move past it.
     #[serde(other)]
     Other,
@@ -96,7 +130,7 @@ pub enum EventKind {
 
 /// One committed event of a conversation log as a client reads it. Fields that do not belong
 /// to the kind are absent from the JSON and `None` here.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     pub conv_id: String,
     pub seq: i64,
@@ -119,9 +153,49 @@ pub struct Event {
     /// Who joined or left (`join`, `leave`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject_user: Option<String>,
-    /// The recalled message (`recall`).
+    /// The recalled, edited or reacted-to message (`recall`, `edit`, `react`, `unreact`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_seq: Option<i64>,
+    /// The message this one replies to (`msg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<i64>,
+    /// The root of the thread this message is a reply in (`msg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_root: Option<i64>,
+    /// The members this message mentions (`msg`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<String>,
+    /// The reaction key (`react`, `unreact`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// When the message was last edited (RFC 3339, UTC); its `body` is the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_at: Option<String>,
+    /// The message's reactions when it was read: count per key and whether the reader is
+    /// among them, keys in the order first used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reactions: Vec<ReactionCount>,
+    /// The thread this message roots, when it has replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadSummary>,
+}
+
+/// One reaction key on a message, as a read answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReactionCount {
+    pub key: String,
+    pub count: i64,
+    /// The reader reacted with this key.
+    pub me: bool,
+}
+
+/// The replies of a thread, on its root message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadSummary {
+    /// Replies in the thread that are not recalled.
+    pub reply_count: i64,
+    /// The seq of the newest reply.
+    pub latest_seq: i64,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -160,6 +234,7 @@ mod tests {
             recalled: false,
             subject_user: None,
             target_seq: None,
+            ..Event::default()
         }
     }
 

@@ -70,6 +70,12 @@ error_codes! {
     NotSender = NOT_SENDER, 403;
     /// A cursor from another epoch of the conversation.
     EpochChanged = EPOCH_CHANGED, 409;
+    /// An edit, reaction, reply or thread reply naming a recalled message (docs/RELATIONS.md).
+    /// Beyond SPEC §6's table, at its 409 rank.
+    Recalled = RECALLED, 409;
+    /// A bound of the product was reached, such as the distinct reaction keys of a message.
+    /// Beyond SPEC §6's table, at its 409 rank.
+    LimitReached = LIMIT_REACHED, 409;
     /// Over a per-device limit.
     RateLimited = RATE_LIMITED, 429;
     /// The store did not confirm the commit; retry with the same `client_msg_id`.
@@ -147,7 +153,7 @@ mod tests {
 
     /// SPEC §6's table, written out by hand so that a changed row in the macro's table fails,
     /// with the codes added beside it (415, and the gateway's `LEASE_EXPIRED`).
-    const SPEC_TABLE: [(&str, u16); 18] = [
+    const SPEC_TABLE: [(&str, u16); 20] = [
         ("BAD_REQUEST", 400),
         ("UNSUPPORTED_MEDIA_TYPE", 415),
         ("BODY_TOO_LARGE", 413),
@@ -162,6 +168,8 @@ mod tests {
         ("RECALL_WINDOW_EXPIRED", 409),
         ("NOT_SENDER", 403),
         ("EPOCH_CHANGED", 409),
+        ("RECALLED", 409),
+        ("LIMIT_REACHED", 409),
         ("RATE_LIMITED", 429),
         ("OUTCOME_UNKNOWN", 503),
         ("UNAVAILABLE", 503),
@@ -198,6 +206,8 @@ mod tests {
             code::RECALL_WINDOW_EXPIRED,
             code::NOT_SENDER,
             code::EPOCH_CHANGED,
+            code::RECALLED,
+            code::LIMIT_REACHED,
             code::RATE_LIMITED,
             code::OUTCOME_UNKNOWN,
             code::UNAVAILABLE,

@@ -27,6 +27,31 @@ pub enum Request {
         conv_id: String,
         client_msg_id: String,
         body: String,
+        /// The message this one replies to (docs/RELATIONS.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<i64>,
+        /// The thread root this message replies in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread_root: Option<i64>,
+        /// Users mentioned beside the body's `@user` words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mentions: Option<Vec<String>>,
+    },
+    /// Answered like `POST …/events/{seq}/edit`: a [`crate::EditAck`].
+    Edit {
+        conv_id: String,
+        seq: i64,
+        client_msg_id: String,
+        body: String,
+    },
+    /// Answered like `PUT` (`remove` absent or false) or `DELETE …/events/{seq}/reactions/{key}`:
+    /// a [`crate::ReactionAck`].
+    React {
+        conv_id: String,
+        seq: i64,
+        key: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        remove: bool,
     },
     /// Answered like `POST …/read`: a [`crate::ReadAck`].
     Read { conv_id: String, seq: i64 },
@@ -289,6 +314,9 @@ mod tests {
                         conv_id: "c".into(),
                         client_msg_id: "m-1".into(),
                         body: "hi".into(),
+                        reply_to: None,
+                        thread_root: None,
+                        mentions: None,
                     },
                 ),
                 json!({"type": "send", "req_id": "r1", "conv_id": "c", "client_msg_id": "m-1",

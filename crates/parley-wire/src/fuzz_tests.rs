@@ -15,10 +15,38 @@ fn text() -> impl Strategy<Value = String> + Clone {
 
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        (text(), text(), text()).prop_map(|(conv_id, client_msg_id, body)| Request::Send {
-            conv_id,
-            client_msg_id,
-            body
+        (
+            text(),
+            text(),
+            text(),
+            any::<Option<i64>>(),
+            any::<Option<i64>>()
+        )
+            .prop_map(|(conv_id, client_msg_id, body, reply_to, thread_root)| {
+                Request::Send {
+                    conv_id,
+                    client_msg_id,
+                    body,
+                    reply_to,
+                    thread_root,
+                    mentions: None,
+                }
+            }),
+        (text(), any::<i64>(), text(), text()).prop_map(|(conv_id, seq, client_msg_id, body)| {
+            Request::Edit {
+                conv_id,
+                seq,
+                client_msg_id,
+                body,
+            }
+        }),
+        (text(), any::<i64>(), text(), any::<bool>()).prop_map(|(conv_id, seq, key, remove)| {
+            Request::React {
+                conv_id,
+                seq,
+                key,
+                remove,
+            }
         }),
         (text(), any::<i64>()).prop_map(|(conv_id, seq)| Request::Read { conv_id, seq }),
         (

@@ -25,8 +25,9 @@ mod fuzz_tests;
 pub mod typed;
 
 pub use answer::{
-    Event, EventKind, EventsPage, Identity, PresenceList, ReadAck, RecallAck, SendAck, UserPresence,
+    EditAck, Event, EventKind, EventsPage, Identity, PresenceList, ReactionAck, ReactionCount,
+    ReadAck, RecallAck, SendAck, ThreadSummary, UserPresence,
 };
 pub use error::{code, ErrorBody, ErrorCode, ErrorDetail};
 pub use frame::{ClientFrame, EchoedReqId, FrameError, Request, ServerFrame};
-pub use typed::{MembershipChange, Message, Recall, TypedEvent};
+pub use typed::{Edit, MembershipChange, Message, Reaction, Recall, TypedEvent};

@@ -15,8 +15,16 @@ pub struct Message {
     pub sender_user: String,
     pub sender_device: String,
     pub client_msg_id: String,
-    /// `None` once the message was recalled.
+    /// `None` once the message was recalled; the current body when it was edited.
     pub body: Option<String>,
+    /// The message this one replies to.
+    pub reply_to: Option<i64>,
+    /// The root of the thread this message is a reply in.
+    pub thread_root: Option<i64>,
+    /// The members it mentions.
+    pub mentions: Vec<String>,
+    /// When it was last edited, as read.
+    pub edited_at: Option<String>,
 }
 
 impl Message {
@@ -40,6 +48,30 @@ pub struct Recall {
     pub target_seq: i64,
 }
 
+/// An `edit` event: `sender_user` gave their message at `target_seq` a new body (`None`
+/// once the message was recalled or purged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub conv_id: String,
+    pub seq: i64,
+    pub created_at: String,
+    pub sender_user: String,
+    pub target_seq: i64,
+    pub body: Option<String>,
+}
+
+/// A `react` (`added`) or `unreact` event of `sender_user` with `key` on `target_seq`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaction {
+    pub conv_id: String,
+    pub seq: i64,
+    pub created_at: String,
+    pub sender_user: String,
+    pub target_seq: i64,
+    pub key: String,
+    pub added: bool,
+}
+
 /// A `join` or `leave` event: `user` joined or left; `by` made the change when the server
 /// names who did (SPEC §6 lists `sender_user` for membership events).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +92,8 @@ pub enum TypedEvent {
     Recall(Recall),
     Join(MembershipChange),
     Leave(MembershipChange),
+    Edit(Edit),
+    Reaction(Reaction),
     Other(Event),
 }
 
@@ -101,6 +135,10 @@ impl Event {
                         sender_device,
                         client_msg_id,
                         body: if self.recalled { None } else { self.body },
+                        reply_to: self.reply_to,
+                        thread_root: self.thread_root,
+                        mentions: self.mentions,
+                        edited_at: self.edited_at,
                     })
                 }
                 (message_id, sender_user, sender_device, client_msg_id) => {
@@ -145,6 +183,42 @@ impl Event {
                     TypedEvent::Join(change)
                 } else {
                     TypedEvent::Leave(change)
+                }
+            }
+            EventKind::Edit => match (self.sender_user, self.target_seq) {
+                (Some(sender_user), Some(target_seq)) => TypedEvent::Edit(Edit {
+                    conv_id: self.conv_id,
+                    seq: self.seq,
+                    created_at: self.created_at,
+                    sender_user,
+                    target_seq,
+                    body: self.body,
+                }),
+                (sender_user, target_seq) => TypedEvent::Other(Event {
+                    sender_user,
+                    target_seq,
+                    ..self
+                }),
+            },
+            EventKind::React | EventKind::Unreact => {
+                match (self.sender_user, self.target_seq, self.key) {
+                    (Some(sender_user), Some(target_seq), Some(key)) => {
+                        TypedEvent::Reaction(Reaction {
+                            added: self.kind == EventKind::React,
+                            conv_id: self.conv_id,
+                            seq: self.seq,
+                            created_at: self.created_at,
+                            sender_user,
+                            target_seq,
+                            key,
+                        })
+                    }
+                    (sender_user, target_seq, key) => TypedEvent::Other(Event {
+                        sender_user,
+                        target_seq,
+                        key,
+                        ..self
+                    }),
                 }
             }
             EventKind::Other => TypedEvent::Other(self),

@@ -199,6 +199,9 @@ impl RealtimeHandle {
                     conv_id: conv_id.to_owned(),
                     client_msg_id: client_msg_id.to_owned(),
                     body: body.to_owned(),
+                    reply_to: None,
+                    thread_root: None,
+                    mentions: None,
                 })
             })
             .await

@@ -193,7 +193,10 @@ mod tests {
             check_edit(&periods, &uid("ben"), 3, Some(&msg("ana"))),
             Err(Rejection::NotSender)
         );
-        assert_eq!(check_edit(&periods, &uid("ana"), 3, Some(&msg("ana"))), Ok(()));
+        assert_eq!(
+            check_edit(&periods, &uid("ana"), 3, Some(&msg("ana"))),
+            Ok(())
+        );
     }
 
     #[test]

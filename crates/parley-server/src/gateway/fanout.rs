@@ -359,7 +359,11 @@ fn apply_membership(state: &mut ConvState, event: &Event) {
         EventKind::Leave => {
             state.members.remove(subject);
         }
-        EventKind::Msg | EventKind::Recall => {}
+        EventKind::Msg
+        | EventKind::Recall
+        | EventKind::Edit
+        | EventKind::React
+        | EventKind::Unreact => {}
     }
 }
 
@@ -430,6 +434,7 @@ mod tests {
             recalled: false,
             subject_user: Some(UserId::from_trusted(who.into())),
             target_seq: None,
+            rel: None,
         }
     }
 

@@ -274,6 +274,7 @@ mod tests {
             recalled: false,
             subject_user: None,
             target_seq: None,
+            rel: None,
         };
         let recalled = Event {
             body: None,

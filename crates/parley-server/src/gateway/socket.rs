@@ -386,6 +386,8 @@ async fn answer(
         FrameRequest::Send(send) => frames::reply(req_id, send.run(state, device).await),
         FrameRequest::Read(read) => frames::reply(req_id, read.run(state, device).await),
         FrameRequest::Sync(sync) => frames::reply(req_id, sync.run(state, device).await),
+        FrameRequest::Edit(edit) => frames::reply(req_id, edit.run(state, device).await),
+        FrameRequest::React(react) => frames::reply(req_id, react.run(state, device).await),
         FrameRequest::Typing(conv_id) => {
             match super::ephemeral::typing(state, device, conv_id).await {
                 Ok(()) => return None,

@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use parley_domain::relations::ThreadSummary;
 use parley_domain::{ConvId, Event, EventKind, EventsPage, UserId};
 use parley_store::MemberSnapshot;
 use prometheus_client::metrics::counter::Counter;
@@ -93,6 +94,10 @@ struct ConvWindow {
     bytes: usize,
     /// When it was last appended to, on the window's own clock (eviction order).
     touched: u64,
+    /// Messages in the window that were reacted to: a read folds in per-reader reaction
+    /// counts (`me`), which the window does not keep, so a page holding one of them is the
+    /// store's. Bounded by the window's events: entries below its oldest seq are pruned.
+    reacted: std::collections::BTreeSet<i64>,
 }
 
 impl ConvWindow {
@@ -288,6 +293,7 @@ impl EventWindow {
                 meta: None,
                 bytes: 0,
                 touched,
+                reacted: std::collections::BTreeSet::new(),
             },
         );
     }
@@ -329,16 +335,41 @@ impl EventWindow {
                     EventKind::Leave => {
                         w.members.remove(subject);
                     }
-                    EventKind::Msg | EventKind::Recall => {}
+                    _ => {}
                 }
             }
         }
-        let added = event_bytes(event);
+        let mut added = event_bytes(event);
         let mut removed = 0;
-        if event.kind == EventKind::Recall {
-            if let Some(target) = event.target_seq {
-                removed += recall_in_window(w, target);
+        let mut account = |(grown, freed): (usize, usize)| {
+            added += grown;
+            removed += freed;
+        };
+        match (event.kind, event.target_seq) {
+            (EventKind::Recall, Some(target)) => account(recall_in_window(w, target)),
+            (EventKind::Edit, Some(target)) => {
+                account(fold_in_window(w, target, |m| {
+                    if !m.recalled {
+                        m.body.clone_from(&event.body);
+                        m.relations_mut().edited_at = Some(event.created_at);
+                    }
+                }));
             }
+            (EventKind::React | EventKind::Unreact, Some(target)) => {
+                w.reacted.insert(target);
+            }
+            _ => {}
+        }
+        if let (EventKind::Msg, Some(root)) = (event.kind, event.relations().thread_root) {
+            let reply = event.seq;
+            account(fold_in_window(w, root, |m| {
+                let thread = m.relations_mut().thread.get_or_insert(ThreadSummary {
+                    reply_count: 0,
+                    latest_seq: reply,
+                });
+                thread.reply_count += 1;
+                thread.latest_seq = reply;
+            }));
         }
         w.known_head = w.known_head.max(event.seq);
         w.events.push_back(event.clone());
@@ -346,6 +377,9 @@ impl EventWindow {
             if let Some(old) = w.events.pop_front() {
                 removed += event_bytes(&old);
             }
+        }
+        if let Some(first) = w.events.front().map(|e| e.seq) {
+            w.reacted = w.reacted.split_off(&first);
         }
         w.bytes = w.bytes + added - removed;
         inner.clock += 1;
@@ -528,6 +562,9 @@ impl EventWindow {
             .take(limit)
             .map(|e| Event::clone(e))
             .collect();
+        if events.iter().any(|e| w.reacted.contains(&e.seq)) {
+            return Err(Miss::Store);
+        }
         let through_seq = match events.last() {
             Some(last) if events.len() == limit => last.seq,
             _ => head,
@@ -544,9 +581,62 @@ impl EventWindow {
     }
 }
 
-/// Marks the message at `target` recalled, as the log now holds it (no body); answers the
-/// bytes this frees.
-fn recall_in_window(w: &mut ConvWindow, target: i64) -> usize {
+/// Changes the message at `target`, if the window holds it, as the log's transaction changed
+/// it (an edit's body, a thread's summary); answers the bytes it grew and freed.
+fn fold_in_window(
+    w: &mut ConvWindow,
+    target: i64,
+    change: impl FnOnce(&mut Event),
+) -> (usize, usize) {
+    let Some(first) = w.events.front().map(|e| e.seq) else {
+        return (0, 0);
+    };
+    let Some(slot) = usize::try_from(target - first)
+        .ok()
+        .and_then(|i| w.events.get_mut(i))
+    else {
+        return (0, 0);
+    };
+    if slot.kind != EventKind::Msg {
+        return (0, 0);
+    }
+    let before = event_bytes(slot);
+    let mut changed = Event::clone(slot);
+    change(&mut changed);
+    let after = event_bytes(&changed);
+    *slot = Arc::new(changed);
+    (after.saturating_sub(before), before.saturating_sub(after))
+}
+
+/// Marks the message at `target` recalled, as the log now holds it (no body), with the bodies
+/// of its edits and its place in its thread; answers the bytes it grew and freed.
+fn recall_in_window(w: &mut ConvWindow, target: i64) -> (usize, usize) {
+    let mut freed = 0;
+    let thread_root = w
+        .events
+        .iter()
+        .find(|e| e.seq == target && e.kind == EventKind::Msg && !e.recalled)
+        .and_then(|e| e.relations().thread_root);
+    if let Some(root) = thread_root {
+        // The root keeps its summary with a count of 0, as the store's row does.
+        freed += fold_in_window(w, root, |m| {
+            if let Some(t) = m.relations_mut().thread.as_mut() {
+                t.reply_count = (t.reply_count - 1).max(0);
+            }
+        })
+        .1;
+    }
+    for slot in w.events.iter_mut() {
+        if slot.kind == EventKind::Edit && slot.target_seq == Some(target) && slot.body.is_some() {
+            let mut erased = Event::clone(slot);
+            freed += erased.body.take().map_or(0, |b| b.len());
+            *slot = Arc::new(erased);
+        }
+    }
+    (0, freed + erase_recalled(w, target))
+}
+
+fn erase_recalled(w: &mut ConvWindow, target: i64) -> usize {
     let Some(first) = w.events.front().map(|e| e.seq) else {
         return 0;
     };
@@ -563,6 +653,9 @@ fn recall_in_window(w: &mut ConvWindow, target: i64) -> usize {
     let mut recalled = Event::clone(slot);
     recalled.body = None;
     recalled.recalled = true;
+    if let Some(rel) = recalled.rel.as_deref_mut() {
+        rel.edited_at = None;
+    }
     let after = event_bytes(&recalled);
     *slot = Arc::new(recalled);
     before - after
@@ -595,6 +688,7 @@ mod tests {
             recalled: false,
             subject_user: subject.map(user),
             target_seq: None,
+            rel: None,
         })
     }
 

@@ -2,7 +2,7 @@
 //! or history pages before one (`GET …/events[?before=]`).
 
 use parley_domain::{ConvId, Event};
-use parley_store::{DeviceIdentity, EventsQuery};
+use parley_store::{DeviceIdentity, EventsQuery, ThreadQuery};
 use parley_wire::EventsPage;
 
 use super::fields;
@@ -29,11 +29,22 @@ pub struct History {
     pub limit: u32,
 }
 
-/// `GET /v1/conversations/{conv_id}/events`: the query's cursor chooses the direction.
+/// A thread's page: its root and replies, by the cursors of the log (docs/RELATIONS.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadPage {
+    pub conv_id: ConvId,
+    pub root: i64,
+    pub query: EventsQuery,
+    pub limit: u32,
+}
+
+/// `GET /v1/conversations/{conv_id}/events`: the query's cursor chooses the direction;
+/// `thread` narrows the page to one thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadEvents {
     After(SyncAfter),
     Before(History),
+    Thread(ThreadPage),
 }
 
 impl SyncAfter {
@@ -71,7 +82,16 @@ impl ReadEvents {
     /// The path first, then the query (see `query::events_query` for its parameters).
     pub fn from_http(path: DeferredPath<ConvPath>, query: QueryPairs) -> Result<Self, ApiError> {
         let conv_id = path.into_inner()?.conv_id()?;
-        let (query, limit) = query::events_query(&query.into_inner()?)?;
+        let pairs = query.into_inner()?;
+        let (query, limit) = query::events_query(&pairs)?;
+        if let Some(root) = query::events_thread(&pairs)? {
+            return Ok(Self::Thread(ThreadPage {
+                conv_id,
+                root,
+                query,
+                limit,
+            }));
+        }
         Ok(match query {
             EventsQuery::After { after, epoch } => Self::After(SyncAfter {
                 conv_id,
@@ -97,6 +117,17 @@ impl ReadEvents {
         let (conv_id, query, limit) = match self {
             Self::After(s) => return s.read(state, device).await,
             Self::Before(h) => (h.conv_id, EventsQuery::Before { before: h.before }, h.limit),
+            Self::Thread(t) => {
+                let thread = ThreadQuery {
+                    root: t.root,
+                    query: t.query,
+                };
+                let page = state
+                    .store()
+                    .thread(&t.conv_id, &device.user_id, thread, t.limit)
+                    .await?;
+                return Ok(wire_page(page));
+            }
         };
         let page = state
             .store()

@@ -9,7 +9,10 @@
 
 use parley_domain::ids::{storable_text, BodyError};
 use parley_domain::limits::page_limit;
-use parley_domain::{Body, ClientMsgId, ConvId, DeviceId, IdError, UserId};
+use parley_domain::relations::MENTIONS_LEN_MAX;
+use parley_domain::{
+    Body, ClientMsgId, ConvId, DeviceId, IdError, ReactionKey, SendRelations, UserId,
+};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -111,6 +114,40 @@ pub fn page_size(limit: Option<i64>) -> Result<u32, ApiError> {
 /// A page size written as text.
 pub fn limit(raw: &str) -> Result<u32, ApiError> {
     page_size(Some(whole_number("limit", raw)?))
+}
+
+/// The relations of a send (docs/RELATIONS.md): each seq 1 or more; each mentioned id a user
+/// id, at most `MENTIONS_LEN_MAX` of them.
+pub fn relations(
+    reply_to: Option<i64>,
+    thread_root: Option<i64>,
+    mentions: Option<&[String]>,
+) -> Result<SendRelations, ApiError> {
+    let positive = |name: &str, seq: Option<i64>| match seq {
+        Some(s) if s < 1 => Err(ApiError::bad_request(format!(
+            "`{name}` must be the seq of a message, 1 or more"
+        ))),
+        other => Ok(other),
+    };
+    let mentions = mentions.unwrap_or_default();
+    if mentions.len() > MENTIONS_LEN_MAX {
+        return Err(ApiError::bad_request(format!(
+            "`mentions` names at most {MENTIONS_LEN_MAX} users"
+        )));
+    }
+    Ok(SendRelations {
+        reply_to: positive("reply_to", reply_to)?,
+        thread_root: positive("thread_root", thread_root)?,
+        mentions: mentions
+            .iter()
+            .map(|m| user_id(m))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// A reaction key: one emoji or a short token.
+pub fn reaction_key(raw: &str) -> Result<ReactionKey, ApiError> {
+    ReactionKey::parse(raw).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 /// The seq of an event, written as text in a path.

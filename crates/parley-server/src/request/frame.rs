@@ -4,7 +4,7 @@ use parley_domain::ConvId;
 use parley_wire::Request;
 use serde_json::Value;
 
-use super::{fields, MarkRead, SendMessage, SyncAfter};
+use super::{fields, EditMessage, MarkRead, React, SendMessage, SyncAfter};
 use crate::error::ApiError;
 use crate::gateway::frames::{req_id_of, ClientFrame};
 
@@ -15,6 +15,8 @@ pub enum FrameRequest {
     Send(SendMessage),
     Read(MarkRead),
     Sync(SyncAfter),
+    Edit(EditMessage),
+    React(React),
     /// Ephemeral: relayed, or refused with `NOT_MEMBER`; never acked.
     Typing(ConvId),
 }
@@ -39,6 +41,8 @@ impl FrameRequest {
             Self::Send(_) => "send",
             Self::Read(_) => "read",
             Self::Sync(_) => "sync",
+            Self::Edit(_) => "edit",
+            Self::React(_) => "react",
             Self::Typing(_) => "typing",
         }
     }
@@ -63,12 +67,36 @@ fn checked(value: Value, body_bytes_max: usize) -> Result<FrameRequest, ApiError
             conv_id,
             client_msg_id,
             body,
-        } => FrameRequest::Send(SendMessage::new(
+            reply_to,
+            thread_root,
+            mentions,
+        } => FrameRequest::Send(
+            SendMessage::new(
+                fields::conv_id(&conv_id)?,
+                &client_msg_id,
+                &body,
+                body_bytes_max,
+            )?
+            .with_relations(reply_to, thread_root, mentions.as_deref())?,
+        ),
+        Request::Edit {
+            conv_id,
+            seq,
+            client_msg_id,
+            body,
+        } => FrameRequest::Edit(EditMessage::new(
             fields::conv_id(&conv_id)?,
+            seq,
             &client_msg_id,
             &body,
             body_bytes_max,
         )?),
+        Request::React {
+            conv_id,
+            seq,
+            key,
+            remove,
+        } => FrameRequest::React(React::new(fields::conv_id(&conv_id)?, seq, &key, !remove)?),
         Request::Read { conv_id, seq } => FrameRequest::Read(MarkRead {
             conv_id: fields::conv_id(&conv_id)?,
             seq,

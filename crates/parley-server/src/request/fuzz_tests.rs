@@ -111,6 +111,11 @@ proptest! {
                 prop_assert!(sync.after >= 0 && sync.epoch.is_none_or(|e| e >= 0));
                 prop_assert!(sync.limit >= 1);
             }
+            Ok(FrameRequest::Edit(edit)) => {
+                prop_assert!(edit.body.as_str().len() <= BODY_BYTES_MAX);
+                prop_assert!(edit.target_seq >= 1);
+            }
+            Ok(FrameRequest::React(react)) => prop_assert!(react.target_seq >= 1),
             Ok(FrameRequest::Read(_) | FrameRequest::Ping | FrameRequest::Typing(_)) => {}
             Err(e) => prop_assert!(
                 matches!(e.status().as_u16(), 400 | 413),

@@ -17,10 +17,12 @@ mod events;
 mod fuzz_tests;
 pub mod read;
 mod recall;
+pub mod relate;
 pub mod send;
 
 pub use events::{History, ReadEvents, SyncAfter};
 pub use frame::FrameRequest;
 pub use read::MarkRead;
 pub use recall::Recall;
+pub use relate::{EditMessage, React};
 pub use send::SendMessage;

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use parley_domain::{Body, ClientMsgId, ConvId};
+use parley_domain::{Body, ClientMsgId, ConvId, SendRelations};
 use parley_store::DeviceIdentity;
 use parley_wire::SendAck;
 use serde::Deserialize;
@@ -23,6 +23,8 @@ pub struct SendMessage {
     pub conv_id: ConvId,
     pub client_msg_id: ClientMsgId,
     pub body: Body,
+    /// A reply, a thread, mentions (docs/RELATIONS.md); empty for a plain message.
+    pub relations: SendRelations,
 }
 
 /// The HTTP body; a `sender` field is an unknown field, so 400.
@@ -34,6 +36,21 @@ pub struct SendBody {
     client_msg_id: String,
     /// The message: not empty, without U+0000, at most `--max-body-bytes` UTF-8 bytes.
     body: String,
+    /// The seq of the message this one replies to: a message of this conversation the sender
+    /// may see, not recalled (docs/RELATIONS.md).
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    reply_to: Option<i64>,
+    /// The seq of the root of the thread this message replies in; a reply in a thread cannot
+    /// root one.
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    thread_root: Option<i64>,
+    /// Users to mention beside the body's `@user` words; only current members other than the
+    /// sender are kept.
+    #[serde(default)]
+    #[schema(max_items = 64)]
+    mentions: Option<Vec<String>>,
 }
 
 impl SendMessage {
@@ -48,7 +65,19 @@ impl SendMessage {
             conv_id,
             client_msg_id: fields::client_msg_id(client_msg_id)?,
             body: fields::body(body, body_bytes_max)?,
+            relations: SendRelations::default(),
         })
+    }
+
+    /// The send with its relations, parsed after its other fields.
+    pub fn with_relations(
+        mut self,
+        reply_to: Option<i64>,
+        thread_root: Option<i64>,
+        mentions: Option<&[String]>,
+    ) -> Result<Self, ApiError> {
+        self.relations = fields::relations(reply_to, thread_root, mentions)?;
+        Ok(self)
     }
 
     /// An oversized body first (413), then the path, the strict parse and the fields (400).
@@ -60,7 +89,11 @@ impl SendMessage {
         fields::body_size(body.value(), body_bytes_max)?;
         let conv_id = path.into_inner()?.conv_id()?;
         let req: SendBody = body.parse()?;
-        Self::new(conv_id, &req.client_msg_id, &req.body, body_bytes_max)
+        Self::new(conv_id, &req.client_msg_id, &req.body, body_bytes_max)?.with_relations(
+            req.reply_to,
+            req.thread_root,
+            req.mentions.as_deref(),
+        )
     }
 
     /// Takes a token of the device's send budget (`RATE_LIMITED` without one: nothing is
@@ -76,7 +109,15 @@ impl SendMessage {
         let start = Instant::now();
         let sent = async {
             state.rate_limiter().check_device(LimitKind::Send, device)?;
-            service::send(state, device, self.conv_id, self.client_msg_id, self.body).await
+            service::send(
+                state,
+                device,
+                self.conv_id,
+                self.client_msg_id,
+                self.body,
+                self.relations,
+            )
+            .await
         }
         .instrument(span)
         .await;

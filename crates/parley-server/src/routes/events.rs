@@ -28,6 +28,9 @@ use crate::state::AppState;
             description = "Page size; 50 when absent, at most 500 (larger sizes are clamped)."),
         ("epoch" = Option<i64>, Query, minimum = 0,
             description = "The epoch of an `after` cursor; another epoch is `EPOCH_CHANGED`."),
+        ("thread" = Option<i64>, Query, minimum = 1,
+            description = "Only the thread of this root message: the root and its replies, by \
+            the same cursors (docs/RELATIONS.md)."),
     ),
     responses(
         (status = 200, description = "A page of the events the caller may see.",
@@ -37,7 +40,8 @@ use crate::state::AppState;
             body = ErrorBody),
         (status = 401, description = "`UNAUTHENTICATED`: a missing, unknown or revoked token.",
             body = ErrorBody),
-        (status = 404, description = "`NOT_MEMBER`: never a member, or no such conversation.",
+        (status = 404, description = "`NOT_MEMBER`: never a member, or no such conversation; \
+            `NOT_FOUND`: `thread` names no visible message that roots a thread.",
             body = ErrorBody),
         (status = 409, description = "`EPOCH_CHANGED`: the cursor is of another epoch.",
             body = ErrorBody),

@@ -30,9 +30,11 @@ use crate::state::AppState;
         (status = 401, description = "`UNAUTHENTICATED`: a missing, unknown or revoked token.",
             body = ErrorBody),
         (status = 404, description = "`NOT_MEMBER`: no open membership, or no such \
-            conversation.", body = ErrorBody),
+            conversation; `NOT_FOUND`: `reply_to` or `thread_root` names no message the \
+            sender may see.", body = ErrorBody),
         (status = 409, description = "`IDEMPOTENCY_MISMATCH`: the key was used for another \
-            request.", body = ErrorBody),
+            request; `RECALLED`: `reply_to` or `thread_root` names a recalled message.",
+            body = ErrorBody),
         (status = 413, description = "`BODY_TOO_LARGE` (the message body) or \
             `REQUEST_TOO_LARGE` (the request).", body = ErrorBody),
         (status = 415, description = "`UNSUPPORTED_MEDIA_TYPE`: the body is not \

@@ -13,6 +13,7 @@ mod metrics;
 mod presence;
 mod read;
 mod recall;
+mod relations;
 mod server_info;
 mod web;
 
@@ -49,6 +50,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::send))
         .routes(routes!(events::list))
         .routes(routes!(recall::recall))
+        .routes(routes!(relations::edit))
+        .routes(routes!(relations::react, relations::unreact))
         .routes(routes!(read::mark))
         .routes(routes!(crate::gateway::socket::upgrade))
         .routes(routes!(me::me))

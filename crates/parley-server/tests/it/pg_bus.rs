@@ -55,6 +55,7 @@ fn event(conv: &str, seq: i64) -> Arc<Event> {
         recalled: false,
         subject_user: None,
         target_seq: None,
+        rel: None,
     })
 }
 

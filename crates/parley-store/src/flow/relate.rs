@@ -22,7 +22,9 @@ use crate::error::StoreError;
 use crate::query::{Arg, Sql, SqlRow};
 use crate::rows;
 use crate::sql;
-use crate::types::{EditOutcome, EditRequest, ReactOutcome, ReactRequest, SendOutcome, SendRequest};
+use crate::types::{
+    EditOutcome, EditRequest, ReactOutcome, ReactRequest, SendOutcome, SendRequest,
+};
 
 /// An `edit`, `react` or `unreact` event to append.
 pub(crate) struct NewRelationEvent<'a> {
@@ -126,12 +128,7 @@ pub(crate) async fn send_related<B: Backend>(
     let periods = tx.periods(&req.conv_id, &req.sender_user).await?;
     let reply_target = opt_target(&mut tx, &req.conv_id, rel.reply_to).await?;
     let thread_target = opt_target(&mut tx, &req.conv_id, rel.thread_root).await?;
-    check_send_targets(
-        &periods,
-        rel,
-        reply_target.as_ref(),
-        thread_target.as_ref(),
-    )?;
+    check_send_targets(&periods, rel, reply_target.as_ref(), thread_target.as_ref())?;
     let slot = counter.take_msg();
     let message_id = Uuid::new_v4();
     let msg = NewMessage {
@@ -143,7 +140,11 @@ pub(crate) async fn send_related<B: Backend>(
     let conv = req.conv_id.as_str();
     let mut mentioned = Vec::new();
     for user in rel.mentions.iter().filter(|u| **u != req.sender_user) {
-        let args = [Arg::Text(conv), Arg::Text(user.as_str()), Arg::Int(slot.seq)];
+        let args = [
+            Arg::Text(conv),
+            Arg::Text(user.as_str()),
+            Arg::Int(slot.seq),
+        ];
         if tx.execute(INSERT_MENTION_SQL, &args).await? > 0 {
             mentioned.push(user.clone());
         }
@@ -357,7 +358,8 @@ pub(crate) async fn react<B: Backend>(
 
 const ERASE_EDITS_SQL: &str = "UPDATE events SET body = NULL
    WHERE conv_id = $1 AND kind = 'edit' AND target_seq = $2";
-const DELETE_REACTIONS_OF_SQL: &str = "DELETE FROM reactions WHERE conv_id = $1 AND target_seq = $2";
+const DELETE_REACTIONS_OF_SQL: &str =
+    "DELETE FROM reactions WHERE conv_id = $1 AND target_seq = $2";
 const DELETE_MENTIONS_AT_SQL: &str = "DELETE FROM mentions WHERE conv_id = $1 AND seq = $2";
 const RECALLED_REPLY_SQL: &str = "UPDATE events SET thread_replies = thread_replies - 1
    WHERE conv_id = $1 AND thread_replies > 0

@@ -48,8 +48,8 @@ fn bound<'q>(
         q = match *arg {
             Arg::Text(s) => q.bind(s),
             Arg::Int(i) => q.bind(i),
-        Arg::OptInt(i) => q.bind(i),
-        Arg::OptText(s) => q.bind(s),
+            Arg::OptInt(i) => q.bind(i),
+            Arg::OptText(s) => q.bind(s),
             Arg::Texts(ids) => q.bind(json_list(ids.iter().map(String::as_str))?),
         };
     }
