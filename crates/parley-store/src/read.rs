@@ -181,7 +181,7 @@ impl<T: Sql> RangeReader for ThreadReader<'_, T> {
 }
 
 const REACTIONS_OF_RANGE_SQL: &str = "SELECT target_seq, reaction_key, count(*) AS n,
-       max(CASE WHEN user_id = $4 THEN 1 ELSE 0 END) AS mine, min(seq) AS first_seq
+       count(CASE WHEN user_id = $4 THEN 1 END) AS mine, min(seq) AS first_seq
   FROM reactions WHERE conv_id = $1 AND target_seq BETWEEN $2 AND $3
  GROUP BY target_seq, reaction_key ORDER BY target_seq, first_seq";
 

@@ -439,3 +439,29 @@ async fn store_typing_targets_follow_membership() -> Result<()> {
 async fn store_reaped_routes_name_their_users() -> Result<()> {
     contract::presence::reaped_routes_name_their_users(&*store().await).await
 }
+
+#[tokio::test]
+async fn check_12_relations_fold_into_reads() -> Result<()> {
+    contract::relations::relations_fold_into_reads(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_12_hidden_target_rule() -> Result<()> {
+    contract::relations::hidden_target_rule(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_12_recall_takes_relations() -> Result<()> {
+    contract::relations::recall_takes_relations(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_12_purge_takes_relations() -> Result<()> {
+    contract::relations::purge_takes_relations(&*store().await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_12_concurrent_relations_resolve_once() -> Result<()> {
+    let fresh = store().await;
+    contract::relations::concurrent_relations_resolve_once(fresh.arc()).await
+}

@@ -262,3 +262,33 @@ async fn store_reaped_routes_name_their_users() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::presence::reaped_routes_name_their_users(&*store).await
 }
+
+#[tokio::test]
+async fn check_12_relations_fold_into_reads() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::relations::relations_fold_into_reads(&*store).await
+}
+
+#[tokio::test]
+async fn check_12_hidden_target_rule() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::relations::hidden_target_rule(&*store).await
+}
+
+#[tokio::test]
+async fn check_12_recall_takes_relations() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::relations::recall_takes_relations(&*store).await
+}
+
+#[tokio::test]
+async fn check_12_purge_takes_relations() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::relations::purge_takes_relations(&*store).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn check_12_concurrent_relations_resolve_once() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::relations::concurrent_relations_resolve_once(store).await
+}

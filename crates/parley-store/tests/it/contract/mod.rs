@@ -5,6 +5,7 @@
 
 pub mod gateway_leases;
 pub mod presence;
+pub mod relations;
 
 use std::sync::Arc;
 
@@ -1298,7 +1299,7 @@ pub async fn recall_idempotent(store: &dyn Store) -> Result<()> {
 }
 
 /// Retention of the purge checks; `now` is placed relative to stored `created_at` values.
-const RETENTION_TEST_MS: i64 = 60_000;
+pub const RETENTION_TEST_MS: i64 = 60_000;
 /// A pause that makes later events' `created_at` strictly larger than earlier ones'.
 const CLOCK_STEP_MS: u64 = 30;
 
