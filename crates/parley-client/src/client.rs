@@ -10,14 +10,25 @@ use url::Url;
 use crate::error::ClientError;
 use crate::http::{ClientOptions, Http};
 use crate::raw::RawRequest;
-use crate::request::{Login, NewConversation, ReadBody, RoleBody, SendBody, UserRef};
+use crate::request::{
+    EditBody, Login, NewConversation, ReadBody, RoleBody, SendBody, SendOptions, UserRef,
+};
 use crate::retry::RetryPolicy;
 use crate::types::{
-    Conversation, ConversationList, DeviceToken, EventsPage, Identity, MembershipSeq, PresenceList,
-    ReadAck, RecallAck, Role, RoleChange, SendAck, UserPresence,
+    Conversation, ConversationList, DeviceToken, EditAck, EventsPage, Identity, MembershipSeq,
+    PresenceList, ReactionAck, ReadAck, RecallAck, Role, RoleChange, SendAck, UserPresence,
 };
 
 const CONVERSATIONS: &str = "conversations";
+
+/// Where a thread page ([`Client::thread`]) starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadCursor {
+    /// Ascending, the thread's events with `seq > after` (0: from the root).
+    After(i64),
+    /// Descending, those with `seq < before`; the newest page when `None`.
+    Before(Option<i64>),
+}
 
 /// A client acting as one device. Cloning is cheap and shares the connection pool.
 #[derive(Debug, Clone)]
@@ -237,12 +248,115 @@ impl Client {
         client_msg_id: &str,
         body: &str,
     ) -> Result<SendAck, ClientError> {
+        self.send_with(conv_id, client_msg_id, body, &SendOptions::default())
+            .await
+    }
+
+    /// One send attempt of a message with relations: a reply (`reply_to`), a reply in a
+    /// thread (`thread_root`) and mentions (docs/RELATIONS.md). Retried like
+    /// [`Client::send`]: the same `client_msg_id` with the same options answers `dup: true`;
+    /// with other options it is `IDEMPOTENCY_MISMATCH`. A target the sender cannot see is
+    /// `NOT_FOUND`, a recalled one `RECALLED`, a reply in a thread as root `BAD_REQUEST`.
+    pub async fn send_with(
+        &self,
+        conv_id: &str,
+        client_msg_id: &str,
+        body: &str,
+        options: &SendOptions,
+    ) -> Result<SendAck, ClientError> {
         let url = self.conv_url(conv_id, &["messages"])?;
         let request = self.http.authorised(Method::POST, url).json(&SendBody {
             client_msg_id,
             body,
+            options,
         });
         self.http.json(request).await
+    }
+
+    /// [`Client::send_with`], resent within the client's [`RetryPolicy`] as
+    /// [`Client::send_with_retry`] does.
+    pub async fn send_with_options_retry(
+        &self,
+        conv_id: &str,
+        client_msg_id: &str,
+        body: &str,
+        options: &SendOptions,
+    ) -> Result<SendAck, ClientError> {
+        self.retry
+            .run(|| self.send_with(conv_id, client_msg_id, body, options))
+            .await
+    }
+
+    /// One attempt to give the caller's message at `seq` a new body
+    /// (`POST …/events/{seq}/edit`). Keyed like a send: `client_msg_id` is a fresh request key
+    /// (from the same space as sends' keys), and resending it answers the first edit with
+    /// `dup: true`; the same key with another target or body is `IDEMPOTENCY_MISMATCH`.
+    /// `NOT_SENDER` for another's message, `RECALLED` for a recalled one.
+    pub async fn edit(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        client_msg_id: &str,
+        body: &str,
+    ) -> Result<EditAck, ClientError> {
+        let seq = seq.to_string();
+        let url = self.conv_url(conv_id, &["events", &seq, "edit"])?;
+        let request = self.http.authorised(Method::POST, url).json(&EditBody {
+            client_msg_id,
+            body,
+        });
+        self.http.json(request).await
+    }
+
+    /// [`Client::edit`], resent with the same key within the client's [`RetryPolicy`].
+    pub async fn edit_with_retry(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        client_msg_id: &str,
+        body: &str,
+    ) -> Result<EditAck, ClientError> {
+        self.retry
+            .run(|| self.edit(conv_id, seq, client_msg_id, body))
+            .await
+    }
+
+    /// Adds the caller's reaction `key` (an emoji or a short token) to the message at `seq`
+    /// (`PUT …/events/{seq}/reactions/{key}`, the key percent-encoded). Idempotent: a
+    /// reaction the caller has already answers `changed: false` with its seq, so resending
+    /// after an unknown outcome is safe ([`Client::retry_policy`]`.run(..)`).
+    pub async fn react(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        key: &str,
+    ) -> Result<ReactionAck, ClientError> {
+        self.reaction(Method::PUT, conv_id, seq, key).await
+    }
+
+    /// Takes the caller's reaction `key` back from the message at `seq`
+    /// (`DELETE …/events/{seq}/reactions/{key}`). A reaction the caller does not have answers
+    /// `changed: false` and `seq: None`; so does a resend of a delete that committed.
+    pub async fn unreact(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        key: &str,
+    ) -> Result<ReactionAck, ClientError> {
+        self.reaction(Method::DELETE, conv_id, seq, key).await
+    }
+
+    async fn reaction(
+        &self,
+        method: Method,
+        conv_id: &str,
+        seq: i64,
+        key: &str,
+    ) -> Result<ReactionAck, ClientError> {
+        let seq = seq.to_string();
+        // Each segment is percent-encoded, `/` and `%` included.
+        let url = self.conv_url(conv_id, &["events", &seq, "reactions", key])?;
+        self.http.json(self.http.authorised(method, url)).await
     }
 
     /// Sends, resending with the same `client_msg_id` after timeouts, transport errors and
@@ -309,6 +423,39 @@ impl Client {
         // An empty query string would still leave a trailing `?`.
         if url.query() == Some("") {
             url.set_query(None);
+        }
+        self.http.json(self.http.authorised(Method::GET, url)).await
+    }
+
+    /// A page of the thread rooted at `root` (`GET …/events?thread=ROOT`): the root and its
+    /// replies, with the cursors of the log. With `after`, ascending from it (advance to
+    /// `through_seq`); otherwise descending from `before` (the newest page when `None`; the
+    /// next older page is at `next_before`). Messages come folded: current bodies, reactions
+    /// with the reader's `me`, the root's `thread` summary. A root the reader cannot see, or
+    /// that is itself a reply in a thread, is `NOT_FOUND`.
+    pub async fn thread(
+        &self,
+        conv_id: &str,
+        root: i64,
+        cursor: ThreadCursor,
+        limit: Option<u32>,
+    ) -> Result<EventsPage, ClientError> {
+        let mut url = self.conv_url(conv_id, &["events"])?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("thread", &root.to_string());
+            match cursor {
+                ThreadCursor::After(after) => {
+                    q.append_pair("after", &after.to_string());
+                }
+                ThreadCursor::Before(Some(before)) => {
+                    q.append_pair("before", &before.to_string());
+                }
+                ThreadCursor::Before(None) => {}
+            }
+            if let Some(limit) = limit {
+                q.append_pair("limit", &limit.to_string());
+            }
         }
         self.http.json(self.http.authorised(Method::GET, url)).await
     }

@@ -57,6 +57,7 @@ pub(crate) fn conversation(conv_id: &str, head: i64, read_seq: i64, unread: i64)
         epoch: 1,
         read_seq,
         unread,
+        mentions: 0,
         members: None,
         recall_window_ms: 120_000,
         retention_ms: None,

@@ -70,6 +70,7 @@ mod fixtures;
 mod http;
 mod pages;
 mod raw;
+pub mod relations;
 mod request;
 pub mod retry;
 pub mod sync;
@@ -77,11 +78,11 @@ pub mod types;
 pub mod ws;
 
 pub use admin::AdminClient;
-pub use client::Client;
+pub use client::{Client, ThreadCursor};
 pub use error::{code, ClientError};
 pub use http::{ClientOptions, CONNECT_TIMEOUT_MS_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT};
 pub use raw::{RawRequest, RawResponse};
-pub use request::{new_client_msg_id, NewConversation};
+pub use request::{new_client_msg_id, NewConversation, SendOptions};
 pub use retry::{
     RetryPolicy, ATTEMPTS_MAX_DEFAULT, BACKOFF_FIRST_MS_DEFAULT, BACKOFF_MAX_MS_DEFAULT,
     RETRY_BUDGET_MS_DEFAULT,
@@ -91,9 +92,10 @@ pub use sync::{
     EVENTS_PAGE_LEN_MAX,
 };
 pub use types::{
-    ConvKind, Conversation, ConversationList, DeliveryMode, DeviceToken, Event, EventKind,
-    EventsPage, Identity, Member, MembershipChange, MembershipSeq, Message, PresenceList, ReadAck,
-    Recall, RecallAck, Role, RoleChange, SendAck, TypedEvent, User, UserPresence,
+    ConvKind, Conversation, ConversationList, DeliveryMode, DeviceToken, Edit, EditAck, Event,
+    EventKind, EventsPage, Identity, Member, MembershipChange, MembershipSeq, Message,
+    PresenceList, Reaction, ReactionAck, ReactionCount, ReadAck, Recall, RecallAck, Role,
+    RoleChange, SendAck, ThreadSummary, TypedEvent, User, UserPresence,
 };
 pub use ws::{Delivery, Incoming, Realtime, RealtimeHandle, RealtimeOptions, StopReason};
 

@@ -87,8 +87,61 @@ impl NewConversation {
     }
 }
 
+/// The relations a message may name beside its body (docs/RELATIONS.md). The default names
+/// none, and such a send is the plain one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SendOptions {
+    /// The seq of the message this one replies to: a visible, unrecalled message of the same
+    /// conversation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<i64>,
+    /// The seq of the thread's root: a visible, unrecalled message that is not itself a reply
+    /// in a thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_root: Option<i64>,
+    /// Users mentioned beside the body's `@user` words (at most 64). `None` sends no list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mentions: Option<Vec<String>>,
+}
+
+impl SendOptions {
+    /// A reply to the message at `seq`.
+    pub fn reply_to(seq: i64) -> Self {
+        Self {
+            reply_to: Some(seq),
+            ..Self::default()
+        }
+    }
+
+    /// A reply in the thread rooted at `root`.
+    pub fn in_thread(root: i64) -> Self {
+        Self {
+            thread_root: Some(root),
+            ..Self::default()
+        }
+    }
+
+    /// These options, also mentioning `users`.
+    pub fn with_mentions<I, S>(mut self, users: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.mentions = Some(users.into_iter().map(Into::into).collect());
+        self
+    }
+}
+
 #[derive(Serialize)]
 pub(crate) struct SendBody<'a> {
+    pub client_msg_id: &'a str,
+    pub body: &'a str,
+    #[serde(flatten)]
+    pub options: &'a SendOptions,
+}
+
+#[derive(Serialize)]
+pub(crate) struct EditBody<'a> {
     pub client_msg_id: &'a str,
     pub body: &'a str,
 }
@@ -133,6 +186,34 @@ pub(crate) struct NewDevice<'a> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn send_options_are_left_out_when_absent() {
+        let plain = SendOptions::default();
+        let body = SendBody {
+            client_msg_id: "k",
+            body: "hi",
+            options: &plain,
+        };
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({"client_msg_id": "k", "body": "hi"})
+        );
+        let options = SendOptions::reply_to(3).with_mentions(["ben"]);
+        let body = SendBody {
+            options: &options,
+            ..body
+        };
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({"client_msg_id": "k", "body": "hi", "reply_to": 3, "mentions": ["ben"]})
+        );
+        let thread = SendOptions::in_thread(7);
+        assert_eq!(
+            serde_json::to_value(&thread).unwrap(),
+            json!({"thread_root": 7})
+        );
+    }
 
     #[test]
     fn absent_options_are_left_out() {

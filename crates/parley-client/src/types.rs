@@ -9,8 +9,9 @@
 use serde::{Deserialize, Serialize};
 
 pub use parley_wire::{
-    Event, EventKind, EventsPage, Identity, MembershipChange, Message, PresenceList, ReadAck,
-    Recall, RecallAck, SendAck, TypedEvent, UserPresence,
+    Edit, EditAck, Event, EventKind, EventsPage, Identity, MembershipChange, Message, PresenceList,
+    Reaction, ReactionAck, ReactionCount, ReadAck, Recall, RecallAck, SendAck, ThreadSummary,
+    TypedEvent, UserPresence,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +67,10 @@ pub struct Conversation {
     pub epoch: i64,
     pub read_seq: i64,
     pub unread: i64,
+    /// Messages after `read_seq` that mention the user (docs/RELATIONS.md); 0 from a server
+    /// without mentions.
+    #[serde(default)]
+    pub mentions: i64,
     #[serde(default)]
     pub members: Option<Vec<Member>>,
     pub recall_window_ms: i64,

@@ -22,6 +22,8 @@ use crate::ws::frames::{decode_ack, ClientFrame, Request, ServerFrame};
 pub(crate) const STASH_LEN_MAX: usize = 4_096;
 
 /// What the socket delivered while a fetch waited, in arrival order.
+// Nearly every stashed item is a frame (an event), so boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Stashed {
     Frame(ServerFrame),
     /// Anything but a text frame: a close, which ends the connection once it is handled.

@@ -22,6 +22,9 @@ use crate::ws::frames::Request;
 /// New kinds of delivery may be added, so a `match` on it ends with a wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+// Nearly every delivery is an event: boxing it would add an allocation per event and change
+// the public shape (`Delivery::Event(event)`) for the rare small variants' sake.
+#[allow(clippy::large_enum_variant)]
 pub enum Delivery {
     /// An event of a tracked conversation, with whether the caller sent it.
     Event(Incoming),

@@ -15,8 +15,9 @@ use url::Url;
 
 use crate::client::Client;
 use crate::error::ClientError;
+use crate::request::SendOptions;
 use crate::retry::RetryPolicy;
-use crate::types::{EventsPage, Identity, ReadAck, SendAck};
+use crate::types::{EditAck, EventsPage, Identity, ReactionAck, ReadAck, SendAck};
 use crate::ws::connection::{self, Socket};
 use crate::ws::cursor::Position;
 use crate::ws::driver::Driver;
@@ -192,6 +193,20 @@ impl RealtimeHandle {
         client_msg_id: &str,
         body: &str,
     ) -> Result<SendAck, ClientError> {
+        self.send_with(conv_id, client_msg_id, body, &SendOptions::default())
+            .await
+    }
+
+    /// [`RealtimeHandle::send`] of a message with relations: a reply, a reply in a thread,
+    /// mentions (docs/RELATIONS.md; errors as [`crate::Client::send_with`]). Resent like a
+    /// plain send, with the same key and options.
+    pub async fn send_with(
+        &self,
+        conv_id: &str,
+        client_msg_id: &str,
+        body: &str,
+        options: &SendOptions,
+    ) -> Result<SendAck, ClientError> {
         self.inner
             .retry
             .run(|| {
@@ -199,9 +214,74 @@ impl RealtimeHandle {
                     conv_id: conv_id.to_owned(),
                     client_msg_id: client_msg_id.to_owned(),
                     body: body.to_owned(),
-                    reply_to: None,
-                    thread_root: None,
-                    mentions: None,
+                    reply_to: options.reply_to,
+                    thread_root: options.thread_root,
+                    mentions: options.mentions.clone(),
+                })
+            })
+            .await
+    }
+
+    /// Gives the caller's message at `seq` a new body (an `edit` frame), resent like
+    /// [`RealtimeHandle::send`]: `client_msg_id` keys the edit as it keys a send, so a resend
+    /// answers `dup: true`. Errors as [`crate::Client::edit`].
+    pub async fn edit(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        client_msg_id: &str,
+        body: &str,
+    ) -> Result<EditAck, ClientError> {
+        self.inner
+            .retry
+            .run(|| {
+                self.request(Request::Edit {
+                    conv_id: conv_id.to_owned(),
+                    seq,
+                    client_msg_id: client_msg_id.to_owned(),
+                    body: body.to_owned(),
+                })
+            })
+            .await
+    }
+
+    /// Adds the caller's reaction `key` to the message at `seq` (a `react` frame). Resent
+    /// like a send, which is safe: a reaction the caller has answers `changed: false`.
+    pub async fn react(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        key: &str,
+    ) -> Result<ReactionAck, ClientError> {
+        self.reaction(conv_id, seq, key, false).await
+    }
+
+    /// Takes the caller's reaction `key` back (a `react` frame with `remove: true`). Resent
+    /// like a send; a resend of a removal that committed answers `changed: false`.
+    pub async fn unreact(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        key: &str,
+    ) -> Result<ReactionAck, ClientError> {
+        self.reaction(conv_id, seq, key, true).await
+    }
+
+    async fn reaction(
+        &self,
+        conv_id: &str,
+        seq: i64,
+        key: &str,
+        remove: bool,
+    ) -> Result<ReactionAck, ClientError> {
+        self.inner
+            .retry
+            .run(|| {
+                self.request(Request::React {
+                    conv_id: conv_id.to_owned(),
+                    seq,
+                    key: key.to_owned(),
+                    remove,
                 })
             })
             .await
