@@ -9,6 +9,7 @@ mod gateway_failover;
 mod identity;
 mod realtime_against_server;
 mod receive_loop;
+mod relations;
 mod restart_outage;
 mod running;
 mod sdk_against_server;
