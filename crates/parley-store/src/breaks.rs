@@ -17,17 +17,22 @@ pub const BREAKS_ENV: &str = "PARLEY_TEST_BREAKS";
 pub const BREAKS_COMPILED: bool = cfg!(feature = "test-breaks");
 
 /// Every break by its public name, in the order they are reported.
-pub const BREAK_NAMES: [&str; 4] = [
+pub const BREAK_NAMES: [&str; 5] = [
     NO_ROW_LOCK,
     NO_UNIQUE_INDEX,
     CLEANUP_WITHOUT_CAD,
     ACK_BEFORE_COMMIT,
+    NO_TARGET_VISIBILITY,
 ];
 
 const NO_ROW_LOCK: &str = "no-row-lock";
 const NO_UNIQUE_INDEX: &str = "no-unique-index";
 const CLEANUP_WITHOUT_CAD: &str = "cleanup-without-cad";
 const ACK_BEFORE_COMMIT: &str = "ack-before-commit";
+/// The relation writes (reply, thread, edit, reaction) check their target without the
+/// actor's periods, so a member can relate to a message from before they joined and learn
+/// that it exists (docs/RELATIONS.md, the hidden-target rule).
+const NO_TARGET_VISIBILITY: &str = "no-target-visibility";
 
 /// A set of removed guards; the default removes none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,6 +41,7 @@ pub struct Breaks {
     no_unique_index: bool,
     cleanup_without_cad: bool,
     ack_before_commit: bool,
+    no_target_visibility: bool,
 }
 
 /// Why a list of breaks was refused.
@@ -74,6 +80,7 @@ impl Breaks {
                 NO_UNIQUE_INDEX => &mut breaks.no_unique_index,
                 CLEANUP_WITHOUT_CAD => &mut breaks.cleanup_without_cad,
                 ACK_BEFORE_COMMIT => &mut breaks.ack_before_commit,
+                NO_TARGET_VISIBILITY => &mut breaks.no_target_visibility,
                 other => return Err(BreaksError::Unknown(other.to_owned())),
             };
             *flag = true;
@@ -120,6 +127,10 @@ impl Breaks {
     pub fn ack_before_commit(&self) -> bool {
         BREAKS_COMPILED && self.ack_before_commit
     }
+
+    pub fn no_target_visibility(&self) -> bool {
+        BREAKS_COMPILED && self.no_target_visibility
+    }
 }
 
 /// The names of the removed guards, comma-separated, or `none`.
@@ -130,6 +141,7 @@ impl fmt::Display for Breaks {
             self.no_unique_index(),
             self.cleanup_without_cad(),
             self.ack_before_commit(),
+            self.no_target_visibility(),
         ];
         let names: Vec<&str> = BREAK_NAMES
             .iter()

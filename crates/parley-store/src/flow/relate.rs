@@ -12,12 +12,13 @@ use parley_domain::decide::relate::{
 };
 use parley_domain::decide::send::{decide, SendDecision};
 use parley_domain::decide::Slot;
-use parley_domain::{ConvId, Event, EventKind, Rejection, Relations, UserId};
+use parley_domain::{ConvId, Event, EventKind, Period, Rejection, Relations, UserId};
 use uuid::Uuid;
 
 use super::send::{NewMessage, SendTx};
 use super::{ReadTx, StoreFuture, WriteTx};
 use crate::backend::Backend;
+use crate::breaks::Breaks;
 use crate::error::StoreError;
 use crate::query::{Arg, Sql, SqlRow};
 use crate::rows;
@@ -56,6 +57,18 @@ pub(crate) trait RelateTx: SendTx {
 
 const RELATION_TARGET_SQL: &str = "SELECT kind, sender_user, recalled_at, thread_root
    FROM events WHERE conv_id = $1 AND seq = $2";
+
+/// The periods a relation's target is checked against: the actor's, or under the test break
+/// `no-target-visibility` one period over the whole log, so every target looks visible.
+fn target_periods(periods: &[Period], breaks: Breaks) -> Vec<Period> {
+    if breaks.no_target_visibility() {
+        return vec![Period {
+            from_seq: 1,
+            to_seq: None,
+        }];
+    }
+    periods.to_vec()
+}
 
 /// The event at `seq` as a relation sees it.
 async fn relation_target(
@@ -128,7 +141,12 @@ pub(crate) async fn send_related<B: Backend>(
     let periods = tx.periods(&req.conv_id, &req.sender_user).await?;
     let reply_target = opt_target(&mut tx, &req.conv_id, rel.reply_to).await?;
     let thread_target = opt_target(&mut tx, &req.conv_id, rel.thread_root).await?;
-    check_send_targets(&periods, rel, reply_target.as_ref(), thread_target.as_ref())?;
+    check_send_targets(
+        &target_periods(&periods, backend.breaks()),
+        rel,
+        reply_target.as_ref(),
+        thread_target.as_ref(),
+    )?;
     let slot = counter.take_msg();
     let message_id = Uuid::new_v4();
     let msg = NewMessage {
@@ -222,7 +240,12 @@ pub(crate) async fn edit<B: Backend>(
     }
     let periods = tx.periods(&req.conv_id, &req.sender_user).await?;
     let target = relation_target(&mut tx, &req.conv_id, req.target_seq).await?;
-    check_edit(&periods, &req.sender_user, req.target_seq, target.as_ref())?;
+    check_edit(
+        &target_periods(&periods, backend.breaks()),
+        &req.sender_user,
+        req.target_seq,
+        target.as_ref(),
+    )?;
     let slot = counter.take_event();
     let message_id = Uuid::new_v4();
     let new = NewRelationEvent {
@@ -304,7 +327,8 @@ pub(crate) async fn react<B: Backend>(
         },
         None => ReactionState::default(),
     };
-    match decide_react(&periods, req.target_seq, target.as_ref(), state, req.added)? {
+    let visible = target_periods(&periods, backend.breaks());
+    match decide_react(&visible, req.target_seq, target.as_ref(), state, req.added)? {
         ReactDecision::Unchanged(seq) => return Ok(ReactOutcome { seq, event: None }),
         ReactDecision::Write => {}
     }

@@ -404,3 +404,52 @@ async fn check_06_control_ack_before_commit() -> Result<()> {
     );
     Ok(())
 }
+
+/// `12-control-target-without-visibility`: with `no-target-visibility`, a member who joined
+/// after a message can react to it, reply to it and root a thread on it, so the contract check
+/// of the hidden-target rule (`contract::relations::hidden_target_rule`, `12-hidden-target`)
+/// fails: the hidden message answers otherwise than a missing one. Without the break it passes.
+/// On both stores (the guard is the domain rule both run).
+#[tokio::test]
+async fn check_12_control_target_without_visibility() -> Result<()> {
+    let breaks = Breaks::parse("no-target-visibility")?;
+    let (guarded_db, broken_db) = (TestDb::create().await, TestDb::create().await);
+    let (guarded_dir, broken_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let sqlite = |dir: std::path::PathBuf| async move {
+        let store = SqliteStore::open_dir(&dir).await?;
+        store.migrate().await?;
+        anyhow::Ok(store)
+    };
+    let stores: [KindGuardedBroken; 2] = [
+        (
+            "postgres",
+            Arc::new(guarded_db.store().await),
+            Arc::new(broken_db.store().await.with_breaks(breaks)),
+        ),
+        (
+            "sqlite",
+            Arc::new(sqlite(guarded_dir.path().to_owned()).await?),
+            Arc::new(
+                sqlite(broken_dir.path().to_owned())
+                    .await?
+                    .with_breaks(breaks),
+            ),
+        ),
+    ];
+    for (kind, guarded, broken) in stores {
+        contract::relations::hidden_target_rule(&*guarded)
+            .await
+            .with_context(|| format!("{kind}: without the break the check must pass"))?;
+        let failed = contract::relations::hidden_target_rule(&*broken)
+            .await
+            .map_err(|e| e.to_string());
+        println!("12-control-target-without-visibility ({kind}): {failed:?}");
+        match failed {
+            Err(e) if e.starts_with("reply: hidden") => {}
+            other => {
+                bail!("{kind}: the check should fail on the hidden reply target, got {other:?}")
+            }
+        }
+    }
+    Ok(())
+}

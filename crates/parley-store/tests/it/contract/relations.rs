@@ -153,7 +153,10 @@ pub async fn relations_fold_into_reads(store: &dyn Store) -> Result<()> {
         msg.relations().mentions
     );
     let view = store.get_conversation(&conv, &ben).await?;
-    ensure!(view.mentions == 1 && view.unread == 1, "ben's view {view:?}");
+    ensure!(
+        view.mentions == 1 && view.unread == 1,
+        "ben's view {view:?}"
+    );
 
     // 5: ben replies to 4.
     let reply = send_rel(
@@ -195,10 +198,7 @@ pub async fn relations_fold_into_reads(store: &dyn Store) -> Result<()> {
 
     // 6: ana edits 4; a retry is dup; the key with another body a mismatch; ben may not.
     let edited = edit(store, &conv, &ana, "e-1", 4, "hello again").await?;
-    ensure!(
-        (edited.seq, edited.dup) == (6, false),
-        "edit {edited:?}"
-    );
+    ensure!((edited.seq, edited.dup) == (6, false), "edit {edited:?}");
     let retry = edit(store, &conv, &ana, "e-1", 4, "hello again").await?;
     ensure!(
         (retry.seq, retry.dup, retry.message_id) == (6, true, edited.message_id),
@@ -307,7 +307,11 @@ pub async fn relations_fold_into_reads(store: &dyn Store) -> Result<()> {
         "a reply rooted a thread"
     );
     let root = at(store, &conv, &ben, 4).await?;
-    let thread = root.relations().thread.clone().context("no thread summary")?;
+    let thread = root
+        .relations()
+        .thread
+        .clone()
+        .context("no thread summary")?;
     ensure!(
         (thread.reply_count, thread.latest_seq) == (2, 12),
         "thread {thread:?}"
@@ -366,16 +370,26 @@ pub async fn relations_fold_into_reads(store: &dyn Store) -> Result<()> {
     ensure!(seqs == vec![12, 11, 4], "thread newest page {seqs:?}");
 
     // The log is gapless; unread counts messages only (4, 5, 11, 12 for a reader at 0).
-    let seen: Vec<i64> = all(store, &conv, &ana).await?.iter().map(|e| e.seq).collect();
+    let seen: Vec<i64> = all(store, &conv, &ana)
+        .await?
+        .iter()
+        .map(|e| e.seq)
+        .collect();
     ensure!(seen == (1..=12).collect::<Vec<_>>(), "ana reads {seen:?}");
     let dan = user(store, "u-dan").await?;
     store.add_member(&conv, &ana, &dan).await?; // 13
     let view = store.get_conversation(&conv, &cai).await?;
     // cai's read position is 11 (their own thread reply); after it: 12 (ana's).
-    ensure!(view.unread == 1 && view.mentions == 0, "cai's view {view:?}");
+    ensure!(
+        view.unread == 1 && view.mentions == 0,
+        "cai's view {view:?}"
+    );
     let view = store.get_conversation(&conv, &ben).await?;
     // ben's read position is 5 (their reply), past the mention at 4.
-    ensure!(view.mentions == 0 && view.unread == 2, "ben's view {view:?}");
+    ensure!(
+        view.mentions == 0 && view.unread == 2,
+        "ben's view {view:?}"
+    );
     Ok(())
 }
 
@@ -459,7 +473,12 @@ pub async fn recall_takes_relations(store: &dyn Store) -> Result<()> {
     );
     store.recall(&conv, &ana, 4, chrono::Utc::now()).await?; // 10
     let events = all(store, &conv, &ben).await?;
-    let body_of = |seq: i64| events.iter().find(|e| e.seq == seq).and_then(|e| e.body.clone());
+    let body_of = |seq: i64| {
+        events
+            .iter()
+            .find(|e| e.seq == seq)
+            .and_then(|e| e.body.clone())
+    };
     ensure!(
         body_of(4).is_none() && body_of(5).is_none(),
         "bodies after the recall: {:?} {:?}",
@@ -482,8 +501,14 @@ pub async fn recall_takes_relations(store: &dyn Store) -> Result<()> {
         "the recalled mention still counts"
     );
     for (what, r) in [
-        ("edit", rejected(edit(store, &conv, &ana, "e-2", 4, "x").await)),
-        ("react", rejected(react(store, &conv, &cai, 4, "🎉", true).await)),
+        (
+            "edit",
+            rejected(edit(store, &conv, &ana, "e-2", 4, "x").await),
+        ),
+        (
+            "react",
+            rejected(react(store, &conv, &cai, 4, "🎉", true).await),
+        ),
         (
             "thread",
             rejected(send_rel(store, &conv, &cai, "t-3", "x", reply.clone()).await),
@@ -493,7 +518,10 @@ pub async fn recall_takes_relations(store: &dyn Store) -> Result<()> {
     }
     // An identical retry of the edit is still answered from its key.
     let retry = edit(store, &conv, &ana, "e-1", 4, "secret v2").await?;
-    ensure!(retry.dup && retry.seq == 5, "edit retry after recall {retry:?}");
+    ensure!(
+        retry.dup && retry.seq == 5,
+        "edit retry after recall {retry:?}"
+    );
     Ok(())
 }
 
@@ -570,7 +598,10 @@ pub async fn concurrent_relations_resolve_once(store: Arc<dyn Store>) -> Result<
             fresh += 1;
         }
     }
-    ensure!(fresh == 1 && seqs.len() == 1, "{fresh} fresh edits at {seqs:?}");
+    ensure!(
+        fresh == 1 && seqs.len() == 1,
+        "{fresh} fresh edits at {seqs:?}"
+    );
     let head = store.get_conversation(&conv, &ana).await?.head;
     ensure!(head == 6, "head {head}: one reaction and one edit after 4");
     ensure!(
