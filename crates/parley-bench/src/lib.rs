@@ -34,6 +34,7 @@ mod load_report;
 mod plots;
 mod progress;
 mod reconnect_storm;
+mod relations;
 mod saturate;
 mod seed_peak;
 mod server_metrics;
@@ -57,6 +58,9 @@ pub enum Scenario {
     LargeGroup,
     /// The seed's peak: 1,250 sends/s over direct chats, groups and one hot group.
     SeedPeak,
+    /// The seed's peak twice in one run, plain sends then 20 % reactions and 5 % edits beside
+    /// sends: the ack latency of the mixed half against the plain half's.
+    Relations,
     /// Closed loop with rising concurrency until throughput stops rising.
     Saturate,
     /// Every sender on one conversation.
@@ -217,6 +221,7 @@ async fn run(args: &BenchArgs, t: &Target) -> anyhow::Result<()> {
         Scenario::SyncFeed => sync_feed::run(args, t).await,
         Scenario::LargeGroup => large_group::run(args, t).await,
         Scenario::SeedPeak => harness::run(args, t, &seed_peak::SeedPeak).await,
+        Scenario::Relations => harness::run(args, t, &relations::Relations).await,
         Scenario::Saturate => harness::run(args, t, &saturate::Saturate).await,
         Scenario::HotConversation => {
             harness::run(args, t, &hot_conversation::HotConversation).await

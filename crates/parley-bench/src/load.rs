@@ -47,7 +47,20 @@ pub struct SendPlan {
 /// Chooses the next send.
 pub type Picker = Arc<dyn Fn(&mut StdRng) -> SendPlan + Send + Sync>;
 
-/// An acked send.
+/// What an acked operation wrote: every one is an event of the log, delivered to the
+/// conversation's online devices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Op {
+    /// A message, keyed by its `client_msg_id`.
+    #[default]
+    Send,
+    /// An edit of an earlier own message, keyed like a send (docs/RELATIONS.md).
+    Edit,
+    /// A reaction added or taken back: an event without a request key.
+    React,
+}
+
+/// An acked send (or, in the relations scenario, an edit or a reaction).
 #[derive(Debug, Clone, Copy)]
 pub struct Ack {
     /// The number in the message's `client_msg_id` (`m<id>`).
@@ -62,6 +75,7 @@ pub struct Ack {
     pub acked: Instant,
     /// The server answered from a committed earlier attempt (the SDK resent it).
     pub dup: bool,
+    pub op: Op,
 }
 
 /// The `client_msg_id` of send `id`.
@@ -174,7 +188,7 @@ struct Sink {
     finished: Option<Instant>,
 }
 
-fn error_kind(e: &ClientError) -> String {
+pub(crate) fn error_kind(e: &ClientError) -> String {
     match e.code() {
         Some(code) => code.to_owned(),
         None => match e {
@@ -215,6 +229,7 @@ async fn send_one(
                 issued,
                 acked: now,
                 dup: ack.dup,
+                op: Op::Send,
             });
         }
         Err(e) => {
@@ -389,6 +404,7 @@ mod tests {
             issued: start,
             acked: start + Duration::from_millis(ms),
             dup: false,
+            op: Op::Send,
         };
         let out = LoadOutcome {
             acks: vec![ack(100), ack(1_500), ack(2_000)],
@@ -415,6 +431,7 @@ mod tests {
             issued: start,
             acked: start,
             dup: false,
+            op: Op::Send,
         };
         let first = LoadOutcome {
             acks: vec![ack(1), ack(2)],

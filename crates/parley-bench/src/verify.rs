@@ -23,7 +23,7 @@ use parley_history::{AnomalyKind, Report};
 use serde::Serialize;
 
 use super::devices::DeviceLog;
-use super::load::{client_msg_id, Ack};
+use super::load::{client_msg_id, Ack, Op};
 use super::world::World;
 
 /// Final log reads in flight.
@@ -235,7 +235,12 @@ fn operations(world: &World, logs: &[DeviceLog], acks: &[Ack], read_ok: &[bool])
         .unwrap_or_else(Instant::now);
     let ms = |at: Instant| at.saturating_duration_since(origin).as_millis() as u64;
     let mut timed: Vec<(Instant, Record)> = Vec::new();
-    for a in acks.iter().filter(|a| read_ok[a.conv as usize]) {
+    // A reaction has no request key: it is checked as an event of the final log that every
+    // member device receives, not as a send.
+    for a in acks
+        .iter()
+        .filter(|a| read_ok[a.conv as usize] && a.op != Op::React)
+    {
         let conv = world.convs[a.conv as usize].id.clone();
         let process = device_name(a.device as usize);
         let id = client_msg_id(a.id);
