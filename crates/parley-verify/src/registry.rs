@@ -4,8 +4,8 @@
 use futures::future::BoxFuture;
 
 use crate::checks::{
-    access, concurrency, database, gateways, more, realtime, recall, retention, seed, sync_read,
-    Observed,
+    access, concurrency, database, gateways, more, realtime, recall, relations, retention, seed,
+    sync_read, Observed,
 };
 use crate::context::Ctx;
 
@@ -73,6 +73,7 @@ const fn chapter_of(id: &'static str) -> &'static str {
         [b'0', b'9', ..] => "09",
         [b'1', b'0', ..] => "10",
         [b'1', b'1', ..] => "11",
+        [b'1', b'2', ..] => "12",
         _ => "??",
     }
 }
@@ -216,6 +217,24 @@ pub fn registry() -> Vec<CheckDef> {
             "retries answered purged while the tombstone lives, then the same request is a new message", Api, boxed!(retention::tombstone_expiry)),
         check!("11-tombstone-expiry-in-background", "Tombstones expire in the background.",
             "the server's own job frees the key after the TTL: retries purged, then a new message", Api, boxed!(retention::tombstone_expiry)),
+        check!("12-relations-fold-into-reads", "Replies, edits, reactions and threads are events of the log, folded into what every reader reads.",
+            "reply names 4; body edited with edited_at; 👍 2 (me) 🎉 1 per reader; thread 1 reply, latest 10; log 1..=10; edits and reactions not unread", Api, boxed!(relations::relations_fold_into_reads)),
+        check!("12-hidden-target", "A relation to a message the actor cannot see answers like one to a message that does not exist.",
+            "reply, thread, react, edit to a seq before the actor's period or of a join → 404 NOT_FOUND, byte for byte as for a missing seq; a stranger NOT_MEMBER like a missing conversation; nothing written", Api, boxed!(relations::hidden_target)),
+        check!("12-control-target-without-visibility", "Negative control: without the period check on relation targets a late member relates to earlier messages.",
+            "with no-target-visibility, 12-hidden-target's store check fails on the hidden reply target; without it the check passes (both stores)", TestBuild, None),
+        check!("12-edit-keyed-and-recall-erases", "An edit is idempotent like a send; a recall erases the edits' bodies and closes the message to relations.",
+            "retry dup with the same seq; other body IDEMPOTENCY_MISMATCH; another member NOT_SENDER; after recall no body anywhere, RECALLED for edit, react, reply; the edit's retry still dup", Api, boxed!(relations::edit_keyed_and_recall_erases)),
+        check!("12-relations-resolve-once", "Concurrent identical reactions and edits write one event each.",
+            "16 racing PUTs → 1 changed; 16 racing edits → 1 dup=false; head 6; DELETE twice → one unreact", Api, boxed!(relations::relations_resolve_once)),
+        check!("12-relations-pushed-and-caught-up", "Edits and reactions are pushed in seq order and caught up exactly once.",
+            "pushed edit@5, react@6, unreact@7, react@8 (a WebSocket react frame); an edit frame of another's message NOT_SENDER; pages of 2 from 1 bring 2..=8 once", Api, boxed!(relations::relations_pushed_and_caught_up)),
+        check!("12-thread-pages", "A thread pages its root and replies by the log's cursors.",
+            "pages [4, 6], [7, 8]; newest [8, 7, 6, 4]; a reply as root 400; a hidden root 404", Api, boxed!(relations::thread_pages)),
+        check!("12-purge-takes-relations", "Purging a message erases its later edits' bodies and its reactions; later events keep their seqs.",
+            "after the cut: the late edit and the reaction stay at their seqs without body or count; both edits' retries dup (tombstone and log)", Api, None),
+        check!("12-mentions-counted", "Mentions of members are counted per member after their read position.",
+            "ben 2, cai 1, ana 0; reading past one → 1; recall → 0", Api, boxed!(relations::mentions_counted)),
     ]
 }
 

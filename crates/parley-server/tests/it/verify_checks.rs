@@ -318,3 +318,23 @@ fn every_implemented_check_runs_as_a_test() {
         "verify checks no test runs: {missing:?}"
     );
 }
+
+verify_on_both_stores!(
+    verify_12_relations_fold_into_reads,
+    "12-relations-fold-into-reads"
+);
+verify_on_both_stores!(verify_12_hidden_target, "12-hidden-target");
+verify_on_both_stores!(
+    verify_12_edit_keyed_and_recall_erases,
+    "12-edit-keyed-and-recall-erases"
+);
+verify_on_both_stores!(
+    verify_12_relations_resolve_once,
+    "12-relations-resolve-once"
+);
+verify_on_both_stores!(
+    verify_12_relations_pushed_and_caught_up,
+    "12-relations-pushed-and-caught-up"
+);
+verify_on_both_stores!(verify_12_thread_pages, "12-thread-pages");
+verify_on_both_stores!(verify_12_mentions_counted, "12-mentions-counted");

@@ -446,12 +446,12 @@ async fn check_12_relations_fold_into_reads() -> Result<()> {
 }
 
 #[tokio::test]
-async fn check_12_hidden_target_rule() -> Result<()> {
+async fn check_12_hidden_target() -> Result<()> {
     contract::relations::hidden_target_rule(&*store().await).await
 }
 
 #[tokio::test]
-async fn check_12_recall_takes_relations() -> Result<()> {
+async fn check_12_edit_keyed_and_recall_erases() -> Result<()> {
     contract::relations::recall_takes_relations(&*store().await).await
 }
 
@@ -461,7 +461,7 @@ async fn check_12_purge_takes_relations() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn check_12_concurrent_relations_resolve_once() -> Result<()> {
+async fn check_12_relations_resolve_once() -> Result<()> {
     let fresh = store().await;
     contract::relations::concurrent_relations_resolve_once(fresh.arc()).await
 }

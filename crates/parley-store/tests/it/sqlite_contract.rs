@@ -270,13 +270,13 @@ async fn check_12_relations_fold_into_reads() -> Result<()> {
 }
 
 #[tokio::test]
-async fn check_12_hidden_target_rule() -> Result<()> {
+async fn check_12_hidden_target() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::relations::hidden_target_rule(&*store).await
 }
 
 #[tokio::test]
-async fn check_12_recall_takes_relations() -> Result<()> {
+async fn check_12_edit_keyed_and_recall_erases() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::relations::recall_takes_relations(&*store).await
 }
@@ -288,7 +288,7 @@ async fn check_12_purge_takes_relations() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn check_12_concurrent_relations_resolve_once() -> Result<()> {
+async fn check_12_relations_resolve_once() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::relations::concurrent_relations_resolve_once(store).await
 }

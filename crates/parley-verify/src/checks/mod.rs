@@ -8,6 +8,7 @@ pub mod gateways;
 pub mod more;
 pub mod realtime;
 pub mod recall;
+pub mod relations;
 pub mod retention;
 pub mod seed;
 pub mod sync_read;
