@@ -4,7 +4,8 @@
 # admin and probe operations) and with a device token (every device operation). Every answer
 # must be documented (status, content type, schema) and none may be a server error. Prints the
 # requests and failures of each run and their totals; exits non-zero on any failure or when
-# fewer than REQUESTS_MIN requests were made.
+# fewer than REQUESTS_MIN requests were made. PARLEY_BIN names a built `parley` binary;
+# without it the script builds the debug one.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -34,7 +35,7 @@ fi
 require_cmd curl "apt-get install curl"
 require_cmd psql "apt-get install postgresql-client"
 
-BIN=$(build_parley_debug)
+BIN=${PARLEY_BIN:-$(build_parley_debug)}
 readonly BIN
 
 WORK=$(mktemp -d)
