@@ -171,16 +171,24 @@ print_timing_table() {
   printf '    %-14s %7s %7s\n' total "" "$(fmt_s $((now - RUN_STARTED_S)))"
 }
 
+# Sends SIGTERM to the process $1 and everything it started, the youngest first, so that each
+# script still runs its own cleanup (servers, databases, scratch directories).
+# shellcheck disable=SC2317  # called from the EXIT trap
+stop_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do
+    stop_tree "$child"
+  done
+  kill -TERM "$1" 2>/dev/null || true
+}
+
 # On any exit before the table was printed (a failed phase, a failed setup step, a signal):
 # stop the lanes still running, then print the table.
 # shellcheck disable=SC2317  # the EXIT trap
 on_exit() {
   local status=$? pid
   for pid in "${LANE_PIDS[@]}"; do
-    if kill -0 "$pid" 2>/dev/null; then
-      pkill -TERM -P "$pid" 2>/dev/null || true
-      kill -TERM "$pid" 2>/dev/null || true
-    fi
+    stop_tree "$pid"
   done
   if (( TABLE_PRINTED == 0 )); then
     print_timing_table
