@@ -7,7 +7,7 @@
 #
 # CHAOS_SCHEDULES (default 5), CHAOS_SCHEDULE_S (seconds of load per schedule, default 20),
 # CHAOS_SEED (default 1) and CHAOS_OUT (default target/chaos) set the run. PARLEY_BIN names a
-# built `parley` binary; without it the script builds one with `cargo build -p parley`.
+# built `parley` binary; without it the script builds the debug one (`cargo build -p parley`).
 # The long run of docs/EVIDENCE.md is `parley chaos --schedules 100 --seed 1 --out target/chaos-100`.
 # The `partition` fault runs the gateways in network namespaces with nftables rules: as root the
 # script installs Debian's nftables package when `nft` is missing; without it (or without root)
@@ -15,6 +15,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 schedules="${CHAOS_SCHEDULES:-5}"
 schedule_s="${CHAOS_SCHEDULE_S:-20}"
@@ -34,12 +36,7 @@ ensure_nft() {
 }
 ensure_nft
 
-if [[ -n "${PARLEY_BIN:-}" ]]; then
-  bin="$PARLEY_BIN"
-else
-  cargo build -p parley
-  bin="target/debug/parley"
-fi
+bin="${PARLEY_BIN:-$(build_parley_debug)}"
 
 echo "parley chaos: $schedules schedules of $schedule_s s, seed $seed, results in $out"
 "$bin" chaos --schedules "$schedules" --seed "$seed" --schedule-s "$schedule_s" --out "$out" "$@"

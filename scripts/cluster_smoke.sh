@@ -7,7 +7,8 @@
 # device with SIGKILL and checks that every request through nginx still succeeds, that the
 # other devices still receive, and that the device reconnects through nginx to a live gateway.
 # Last it stops the cluster with SIGTERM and checks that no process it started is left and
-# no port is still open. Exits non-zero on the first failed check.
+# no port is still open. Exits non-zero on the first failed check. PARLEY_BIN names a built
+# `parley` binary; without it the script builds the debug one.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ require_cmd nginx "apt-get install nginx"
 require_cmd psql "apt-get install postgresql-client"
 require_cmd curl "apt-get install curl"
 
-BIN=$(build_parley_debug)
+BIN=${PARLEY_BIN:-$(build_parley_debug)}
 readonly BIN
 
 WORK=$(mktemp -d)

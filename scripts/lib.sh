@@ -37,11 +37,20 @@ wait_for() {
   done
 }
 
-# Builds the debug `parley` binary of this checkout and prints its path.
+# The directory cargo builds into: CARGO_TARGET_DIR, a cargo configuration's, or ./target.
+cargo_target_dir() {
+  cargo metadata --no-deps --format-version 1 \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])'
+}
+
+# Builds the debug `parley` binary of this checkout and prints its path. The scripts call it
+# only without PARLEY_BIN; scripts/test.sh hands them the binary of its one build instead.
 build_parley_debug() {
   say "cargo build -p parley" >&2
   cargo build --quiet -p parley || return 1
-  printf '%s\n' "$PWD/target/debug/parley"
+  local target
+  target=$(cargo_target_dir) || return 1
+  printf '%s\n' "$target/debug/parley"
 }
 
 # Installs Debian's package $2 when the command $1 is missing; $3 says what needs it. Needs

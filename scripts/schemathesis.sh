@@ -4,7 +4,8 @@
 # admin and probe operations) and with a device token (every device operation). Every answer
 # must be documented (status, content type, schema) and none may be a server error. Prints the
 # requests and failures of each run and their totals; exits non-zero on any failure or when
-# fewer than REQUESTS_MIN requests were made.
+# fewer than REQUESTS_MIN requests were made. PARLEY_BIN names a built `parley` binary;
+# without it the script builds the debug one.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -18,10 +19,13 @@ readonly SCHEMATHESIS_VERSION="4.32.5"
 readonly PG_URL_DEFAULT="postgres://postgres@127.0.0.1:5432/postgres"
 # The issue asks for at least this many generated requests over all runs.
 readonly REQUESTS_MIN=1000
-# Test cases per operation and phase; with 16 operations and four runs this gives well over
-# REQUESTS_MIN requests within the time budget below.
+# Test cases per operation and phase; with the document's 29 operations and four runs this
+# gives well over REQUESTS_MIN requests within the time budget below (23,736 in a run alone on
+# the 2-core machine, so the run beside verify and browser in scripts/test.sh keeps a wide
+# margin).
 readonly EXAMPLES_MAX=40
-# Each run's time budget; four runs plus the build stay under six minutes on two cores.
+# Each run's time budget; the four runs and the pip install took 3 min 34 s in all on two
+# cores, with PARLEY_BIN given.
 readonly RUN_TIME_MAX_S=50
 readonly SERVER_START_WAIT_S=30
 readonly SEED=20261201
@@ -34,7 +38,7 @@ fi
 require_cmd curl "apt-get install curl"
 require_cmd psql "apt-get install postgresql-client"
 
-BIN=$(build_parley_debug)
+BIN=${PARLEY_BIN:-$(build_parley_debug)}
 readonly BIN
 
 WORK=$(mktemp -d)

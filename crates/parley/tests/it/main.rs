@@ -8,6 +8,7 @@ mod chaos;
 mod conn_hardening;
 mod demo;
 mod observability;
+mod readme_truth;
 mod restart_safety;
 mod user_cli;
 mod verify_process;
