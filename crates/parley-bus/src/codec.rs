@@ -633,6 +633,20 @@ mod tests {
             msg("c-1", 3, "hello\nworld \u{1F600}"),
             Event::recall(&conv("c-1"), 4, &ana, 2, at()),
             Event::membership(&conv("c-1"), 5, EventKind::Leave, &ana, &ana, at()),
+            {
+                let mut reply = msg("c-1", 6, "@u-ben see above");
+                reply.rel = Relations {
+                    reply_to: Some(3),
+                    thread_root: Some(3),
+                    mentions: vec![user("u-ben")],
+                    ..Relations::default()
+                }
+                .boxed();
+                reply
+            },
+            Event::edit(&conv("c-1"), 7, &ana, "d1", "e-1", 3, "hello again", at()),
+            Event::reaction(&conv("c-1"), 8, &ana, 3, "👍", true, at()),
+            Event::reaction(&conv("c-1"), 9, &ana, 3, "👍", false, at()),
         ]
     }
 
@@ -846,7 +860,7 @@ mod tests {
         assert_eq!(encoded.payloads.len(), 1);
         assert_eq!(encoded.events_left_out, 0);
         let decoded = decode(&encoded.payloads[0]).expect("payload decodes");
-        assert_eq!(decoded.heads, vec![(conv("c-1"), 5)]);
+        assert_eq!(decoded.heads, vec![(conv("c-1"), 9)]);
         assert_eq!(decoded.events, sent);
     }
 
