@@ -59,13 +59,19 @@ export function createApi({ token, onUnauthenticated }) {
       call("GET", "/v1/conversations" + (since ? "?since=" + enc(since) : "")),
     conversation: (id) => call("GET", conv(id)),
     createConversation: (request) => call("POST", "/v1/conversations", request),
-    // `params` holds `after` (with `epoch`), `before`, or neither for the newest page.
+    // `params` holds `after` (with `epoch`), `before`, or neither for the newest page; with
+    // `thread`, only that thread's root and replies.
     events: (id, params) => {
       const q = new URLSearchParams();
       for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) q.set(k, v);
       return call("GET", conv(id) + "/events?" + q.toString());
     },
     send: (id, client_msg_id, body) => call("POST", conv(id) + "/messages", { client_msg_id, body }),
+    edit: (id, seq, client_msg_id, body) =>
+      call("POST", conv(id) + "/events/" + seq + "/edit", { client_msg_id, body }),
+    react: (id, seq, key) => call("PUT", conv(id) + "/events/" + seq + "/reactions/" + enc(key)),
+    unreact: (id, seq, key) =>
+      call("DELETE", conv(id) + "/events/" + seq + "/reactions/" + enc(key)),
     recall: (id, seq) => call("POST", conv(id) + "/events/" + seq + "/recall"),
     read: (id, seq) => call("POST", conv(id) + "/read", { seq }),
     addMember: (id, user_id) => call("POST", conv(id) + "/members", { user_id }),
@@ -78,7 +84,7 @@ export function createApi({ token, onUnauthenticated }) {
 
 // A refusal as a person reads it.
 export function describeError(err) {
-  if (!(err instanceof ApiError)) return String(err?.message ?? err);
+  if (!err?.code) return String(err?.message ?? err);
   switch (err.code) {
     case "NETWORK": return "The server cannot be reached. Check your connection.";
     case "FORBIDDEN": return "Not allowed: " + err.message;
@@ -86,9 +92,13 @@ export function describeError(err) {
     case "NOT_FOUND": return "Not found: " + err.message;
     case "ALREADY_MEMBER": return "Already a member.";
     case "RECALL_WINDOW_EXPIRED": return "Too late to recall this message.";
-    case "NOT_SENDER": return "Only the sender can recall a message.";
+    case "NOT_SENDER": return "Only the sender can change a message.";
+    case "RECALLED": return "That message was recalled.";
+    case "LIMIT_REACHED": return "That message has too many reactions already.";
     case "RATE_LIMITED":
       return "Too many requests; try again in " + (err.retryAfterS ?? 1) + " s.";
+    case "SOCKET_DOWN": case "SOCKET_CLOSED": case "TIMEOUT":
+      return "No answer from the server; try again.";
     default: return err.message || err.code;
   }
 }

@@ -16,6 +16,8 @@ import { createListView } from "./list_view.js";
 import { createChatView } from "./chat_view.js";
 import { createMembersPanel } from "./members_panel.js";
 import { createDialogs } from "./dialogs.js";
+import { createThreadPanel } from "./thread_panel.js";
+import { mentionsIn } from "./relations.js";
 
 const SESSION_KEY = "parley.session";
 const DEVICE_KEY = "parley.device";
@@ -97,7 +99,7 @@ function enter() {
     acked: (item, ack) => {
       // The ack means committed: the event takes its seq in the timeline now, and its push
       // (or a page holding it) is dropped as a duplicate when it comes.
-      app.sync.onEvent({
+      const event = {
         conv_id: item.conv_id,
         seq: ack.seq,
         kind: "msg",
@@ -107,7 +109,12 @@ function enter() {
         client_msg_id: item.client_msg_id,
         body: item.body,
         created_at: item.created_at,
-      });
+      };
+      if (item.reply_to != null) event.reply_to = item.reply_to;
+      if (item.thread_root != null) event.thread_root = item.thread_root;
+      const mentioned = app.mentionable(item.conv_id, item.body, item.mentions);
+      if (mentioned.length) event.mentions = mentioned;
+      app.sync.onEvent(event);
     },
     changed: (convId) => draw("outbox", convId),
   });
@@ -194,6 +201,7 @@ function draw(what, convId) {
   if (!app.session) return;
   if (what === "list" || what === "presence" || what === "outbox") app.listView.render();
   app.chatView.update(what, convId);
+  app.threadPanel.update(what, convId);
   if (what === "list" && app.openConvId) app.membersPanel.refresh();
 }
 
@@ -210,12 +218,14 @@ function leave(message) {
   $("whoami").textContent = "";
   document.body.classList.remove("show-conv");
   app.membersPanel.close();
+  app.threadPanel.close();
   setStatus("offline");
   notice(message);
   app.loginView.show();
 }
 
 app.open = (convId) => {
+  if (app.threadPanel.convId() !== convId) app.threadPanel.close();
   app.openConvId = convId;
   app.chatView.open(convId);
   app.listView.render();
@@ -224,11 +234,69 @@ app.open = (convId) => {
 
 app.closeConversation = () => {
   app.openConvId = null;
+  app.threadPanel.close();
   app.chatView.close();
   app.listView.render();
 };
 
-app.send = (convId, body) => app.outbox.add(convId, body);
+// `relations`: {reply_to, thread_root, mentions}, each optional (docs/RELATIONS.md).
+app.send = (convId, body, relations) => app.outbox.add(convId, body, relations);
+
+// Who a body mentions as the server will keep it: the given ids and the body's `@user` words,
+// those who are members other than the sender.
+app.mentionable = (convId, body, given = []) => {
+  const members = new Set((app.sync.conversations.get(convId)?.members ?? []).map((m) => m.user_id));
+  const ids = [...new Set([...given, ...mentionsIn(body)])];
+  return ids.filter((u) => members.has(u) && u !== app.session.user_id);
+};
+
+// A request over the socket when it is up, else over HTTP; both answer the same fields.
+async function request(frame, overHttp) {
+  return app.conn?.open ? app.conn.request(frame) : overHttp();
+}
+
+// A new body for one's own message. The ack's event is taken in at once (its push, when it
+// comes, is a duplicate).
+app.edit = async (convId, seq, body) => {
+  const clientMsgId = crypto.randomUUID();
+  const ack = await request(
+    { type: "edit", conv_id: convId, seq, client_msg_id: clientMsgId, body },
+    () => app.api.edit(convId, seq, clientMsgId, body),
+  );
+  app.sync.onEvent({
+    conv_id: convId,
+    seq: ack.seq,
+    kind: "edit",
+    message_id: ack.message_id,
+    sender_user: app.session.user_id,
+    sender_device: app.session.device_id,
+    client_msg_id: clientMsgId,
+    target_seq: seq,
+    body,
+    created_at: new Date().toISOString(),
+  });
+};
+
+// Adds (or, `remove`, takes back) a reaction; a change is taken in at once like an edit.
+app.react = async (convId, seq, key, remove = false) => {
+  const frame = { type: "react", conv_id: convId, seq, key };
+  if (remove) frame.remove = true;
+  const ack = await request(frame, () =>
+    remove ? app.api.unreact(convId, seq, key) : app.api.react(convId, seq, key),
+  );
+  if (!ack.changed || ack.seq == null) return;
+  app.sync.onEvent({
+    conv_id: convId,
+    seq: ack.seq,
+    kind: remove ? "unreact" : "react",
+    sender_user: app.session.user_id,
+    target_seq: seq,
+    key,
+    created_at: new Date().toISOString(),
+  });
+};
+
+app.openThread = (convId, rootSeq, focusSeq) => app.threadPanel.open(convId, rootSeq, focusSeq);
 
 // Moves the read position to `seq` when it is ahead of what the server and this tab know.
 app.markRead = async (convId, seq) => {
@@ -243,7 +311,7 @@ app.markRead = async (convId, seq) => {
     if (c && ack.read_seq > c.read_seq) {
       c.read_seq = ack.read_seq;
       // Read up to the head: nothing is unread, whatever the next feed answer adds.
-      if (ack.read_seq >= c.head) c.unread = 0;
+      if (ack.read_seq >= c.head) c.unread = c.mentions = 0;
       app.listView.render();
     }
   } catch {
@@ -273,6 +341,7 @@ function start() {
   app.listView = createListView(app);
   app.chatView = createChatView(app);
   app.membersPanel = createMembersPanel(app);
+  app.threadPanel = createThreadPanel(app);
   createDialogs(app);
   $("logout").addEventListener("click", () => app.logout());
   app.session = loadSession();

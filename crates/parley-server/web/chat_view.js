@@ -1,18 +1,29 @@
 // The open conversation: its timeline (newest page first, older pages on scrolling up, live
 // events, pending sends from the outbox), the read position (the highest visible seq while the
-// tab is visible and focused), the composer (Enter sends, Shift+Enter a new line), typing and
-// recall.
+// tab is visible and focused), the composer (composer.js), typing, recall, and the relations of
+// docs/RELATIONS.md: replies quoted above the message, edits, reaction chips and the picker,
+// the reply count of a thread (its replies are shown only in the thread panel).
 
 import { $, el, showError } from "./dom.js";
-import { clock, convName, describeEvent, directPeer, lastSeen } from "./format.js";
+import { convName, describeEvent, directPeer, lastSeen } from "./format.js";
+import { Composer } from "./composer.js";
+import { messageItem, pendingItem, replaceKeepingFocus } from "./message_view.js";
 
-// Typing frames go out at most this often while the user types.
-const TYPING_EVERY_MS = 2000;
 // Within this distance of the top, the older page is loaded; of the bottom, the view follows
 // new messages.
 const NEAR_TOP_PX = 80;
 const NEAR_BOTTOM_PX = 60;
 const READ_DEBOUNCE_MS = 60;
+// How long a message jumped to stays highlighted, and how many older pages a jump may load.
+const FLASH_MS = 1600;
+const JUMP_PAGES_MAX = 20;
+
+// Whether the main timeline shows an event: messages that are not thread replies, and the
+// lines about members. Edits, reactions and recalls change the message they name.
+export function inMainTimeline(e) {
+  if (e.kind === "msg") return e.thread_root == null;
+  return e.kind === "join" || e.kind === "leave";
+}
 
 export function createChatView(app) {
   const none = $("conv-none");
@@ -23,89 +34,84 @@ export function createChatView(app) {
   const top = $("timeline-top");
   const messages = $("messages");
   const typing = $("typing");
-  const composer = $("composer");
   const input = $("composer-input");
   const sendError = $("send-error");
   let convId = null;
-  let lastTypingSent = 0;
   let readTimer = null;
+  let pickerSeq = null;
+  let flashSeq = null;
+  let flashTimer = null;
 
   function conv() {
     return app.sync.conversations.get(convId);
   }
 
-  function messageItem(e, me, recallWindowMs) {
-    if (e.kind !== "msg") {
-      return el("li", { class: "system", data: { seq: String(e.seq) } }, describeEvent(e, me));
-    }
-    const mine = e.sender_user === me;
-    const recallable =
-      mine && !e.recalled && Date.now() < Date.parse(e.created_at) + recallWindowMs;
-    const classes = ["msg"];
-    if (mine) classes.push("mine");
-    if (e.recalled) classes.push("recalled");
-    return el(
-      "li",
-      { class: classes.join(" "), data: { seq: String(e.seq), clientMsgId: e.client_msg_id ?? "" } },
-      mine ? null : el("span", { class: "who" }, e.sender_user),
-      el("p", { class: "body" }, e.recalled ? "message recalled" : e.body ?? ""),
-      el(
-        "span",
-        { class: "meta" },
-        el("time", { datetime: e.created_at }, clock(e.created_at)),
-        recallable
-          ? el("button", {
-              type: "button",
-              class: "quiet recall",
-              text: "Recall",
-              "aria-label": "Recall this message",
-              onclick: () => recall(e.seq),
-            })
-          : null,
-      ),
-    );
-  }
+  const composer = new Composer(app, {
+    form: $("composer"),
+    input,
+    context: $("composer-context"),
+    suggest: $("composer-suggest"),
+    error: sendError,
+    convId: () => convId,
+    lastOwn: () => {
+      const tl = app.sync.timelines.get(convId);
+      const me = app.session.user_id;
+      const own = (tl ? tl.ordered() : []).filter(
+        (e) => e.kind === "msg" && e.sender_user === me && !e.recalled && e.thread_root == null,
+      );
+      return own.at(-1) ?? null;
+    },
+    sent: () => {
+      timeline.scrollTop = timeline.scrollHeight;
+    },
+  });
 
-  function pendingItem(item) {
-    const failed = !!item.failed;
-    return el(
-      "li",
-      {
-        class: failed ? "msg mine failed" : "msg mine pending",
-        data: { clientMsgId: item.client_msg_id, pending: "true" },
+  function context() {
+    return {
+      me: app.session.user_id,
+      recallWindowMs: conv()?.recall_window_ms ?? 0,
+      inThread: false,
+      pickerSeq,
+      flashSeq,
+      lookup: (seq) => app.sync.lookup(convId, seq),
+      mentionable: (item) => app.mentionable(item.conv_id, item.body, item.mentions),
+      onReply: (e) => composer.reply(e),
+      onThread: (e) => app.openThread(convId, e.seq),
+      onEdit: (e) => composer.edit(e),
+      onReact: (e, key, remove) => react(e, key, remove),
+      onRecall: (e) => recall(e.seq),
+      onJump: (seq) => jump(seq),
+      onPicker: (e) => {
+        pickerSeq = pickerSeq === e.seq ? null : e.seq;
+        renderTimeline("keep");
       },
-      el("p", { class: "body" }, item.body),
-      el(
-        "span",
-        { class: "meta" },
-        el("span", { class: "state" }, failed ? "not sent: " + item.failed : "pending"),
-        failed
-          ? el("button", {
-              type: "button",
-              class: "quiet",
-              text: "Discard",
-              onclick: () => app.outbox.discard(item.client_msg_id),
-            })
-          : null,
-      ),
-    );
+      onDiscard: (item) => app.outbox.discard(item.client_msg_id),
+    };
   }
 
   function renderTimeline(mode) {
-    const c = conv();
     const tl = app.sync.timelines.get(convId);
-    const me = app.session.user_id;
     const atBottom =
       timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < NEAR_BOTTOM_PX;
     const before = timeline.scrollHeight;
-    const events = tl ? tl.ordered().filter((e) => e.kind !== "recall") : [];
-    const held = new Set(events.map((e) => e.client_msg_id).filter(Boolean));
-    const pending = app.outbox.forConv(convId).filter((i) => !held.has(i.client_msg_id));
-    const windowMs = c?.recall_window_ms ?? 0;
-    messages.replaceChildren(
-      ...events.map((e) => messageItem(e, me, windowMs)),
-      ...pending.map(pendingItem),
+    const events = tl ? tl.ordered().filter(inMainTimeline) : [];
+    const held = new Set(
+      (tl ? [...tl.events.values()] : []).map((e) => e.client_msg_id).filter(Boolean),
     );
+    const pending = app.outbox
+      .forConv(convId)
+      .filter((i) => !held.has(i.client_msg_id) && i.thread_root == null);
+    const ctx = context();
+    const me = ctx.me;
+    replaceKeepingFocus(messages, [
+      ...events.map((e) =>
+        e.kind === "msg"
+          ? messageItem(e, ctx)
+          : el("li", { class: "system", data: { seq: String(e.seq) } }, describeEvent(e, me)),
+      ),
+      ...pending.map((i) => pendingItem(i, ctx)),
+    ]);
+    composer.refresh((seq) => app.sync.lookup(convId, seq));
     if (!tl?.loaded) top.textContent = "Loading…";
     else if (tl.nextBefore === null) top.textContent = "Beginning of the conversation";
     else top.textContent = tl.loadingOlder ? "Loading older messages…" : "Scroll up for older messages";
@@ -160,7 +166,14 @@ export function createChatView(app) {
     for (let i = lines.length - 1; i >= 0; i--) {
       const r = lines[i].getBoundingClientRect();
       if (r.top < box.bottom && r.bottom > box.top) {
-        app.markRead(convId, Number(lines[i].dataset.seq));
+        // Up to the next line drawn: the thread replies, edits and reactions in between are
+        // not lines of their own. The last line reads through the timeline's cursor.
+        const next = lines[i + 1];
+        const tl = app.sync.timelines.get(convId);
+        const seq = next
+          ? Number(next.dataset.seq) - 1
+          : Math.max(Number(lines[i].dataset.seq), tl?.cursor ?? 0);
+        app.markRead(convId, seq);
         return;
       }
     }
@@ -175,40 +188,65 @@ export function createChatView(app) {
     }
   }
 
-  async function loadOlder() {
-    const tl = app.sync.timelines.get(convId);
-    if (!tl?.loaded || tl.nextBefore === null || tl.loadingOlder) return;
-    const p = app.sync.loadOlder(convId);
-    renderTimeline("keep");
-    await p.catch(() => {});
-  }
-
-  function submit() {
-    const body = input.value;
-    if (!body.trim() || !convId) return;
+  async function react(e, key, remove) {
     showError(sendError, null);
-    app.send(convId, body);
-    input.value = "";
-    lastTypingSent = 0;
-    timeline.scrollTop = timeline.scrollHeight;
+    pickerSeq = null;
+    renderTimeline("keep");
+    try {
+      await app.react(convId, e.seq, key, remove);
+    } catch (err) {
+      showError(sendError, app.describeError(err));
+    }
   }
 
-  composer.addEventListener("submit", (e) => {
-    e.preventDefault();
-    submit();
-  });
-  input.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
-      e.preventDefault();
-      submit();
+  function flash(seq) {
+    flashSeq = seq;
+    clearTimeout(flashTimer);
+    flashTimer = setTimeout(() => {
+      flashSeq = null;
+      messages.querySelector(`li[data-seq="${seq}"]`)?.classList.remove("flash");
+    }, FLASH_MS);
+  }
+
+  // Scrolls to the message at `seq` (loading older pages until it is held) and highlights it;
+  // a thread reply opens its thread.
+  async function jump(seq) {
+    const id = convId;
+    showError(sendError, null);
+    for (let i = 0; i <= JUMP_PAGES_MAX && convId === id; i++) {
+      const known = app.sync.lookup(id, seq);
+      if (known?.thread_root != null) {
+        app.openThread(id, known.thread_root, seq);
+        return;
+      }
+      const line = messages.querySelector(`li[data-seq="${seq}"]`);
+      if (line) {
+        flash(seq);
+        line.classList.add("flash");
+        line.scrollIntoView({ block: "center", behavior: "smooth" });
+        return;
+      }
+      const tl = app.sync.timelines.get(id);
+      if (!tl?.loaded || tl.nextBefore === null || tl.nextBefore <= seq) break;
+      await app.sync.loadOlder(id).catch(() => {});
+      // A page already on its way (scrolling) is waited for too.
+      await tl.run(() => {});
     }
+    if (convId === id) showError(sendError, "That message is no longer available.");
+  }
+
+  // The picker closes on Escape and on a click anywhere else.
+  document.addEventListener("click", (e) => {
+    if (pickerSeq === null || e.target.closest?.(".picker, .act-react")) return;
+    pickerSeq = null;
+    if (convId) renderTimeline("keep");
   });
-  input.addEventListener("input", () => {
-    if (!convId || !input.value) return;
-    const now = Date.now();
-    if (now - lastTypingSent >= TYPING_EVERY_MS) {
-      lastTypingSent = now;
-      app.typing(convId);
+  messages.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && pickerSeq !== null) {
+      const seq = pickerSeq;
+      pickerSeq = null;
+      renderTimeline("keep");
+      messages.querySelector(`[data-key="${seq}:react"]`)?.focus();
     }
   });
   timeline.addEventListener("scroll", () => {
@@ -226,8 +264,8 @@ export function createChatView(app) {
       document.body.classList.add("show-conv");
       none.hidden = true;
       pane.hidden = false;
-      showError(sendError, null);
-      input.value = "";
+      pickerSeq = null;
+      composer.reset();
       renderHeader();
       renderTyping();
       app.membersPanel.close();
@@ -266,7 +304,9 @@ export function createChatView(app) {
       pane.hidden = true;
       none.hidden = false;
       messages.replaceChildren();
+      composer.reset();
     },
+    jump: (seq) => jump(seq),
     update(what, id) {
       if (!convId) return;
       if (what === "list" || what === "presence") renderHeader();
@@ -276,5 +316,6 @@ export function createChatView(app) {
       if (what === "list") scheduleRead();
     },
     current: () => convId,
+    composer: () => composer,
   };
 }

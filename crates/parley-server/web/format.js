@@ -40,6 +40,12 @@ export function describeEvent(e, me) {
       return who(e.sender_user) + ": " + (e.body ?? "");
     case "recall":
       return who(e.sender_user) + " recalled a message";
+    case "edit":
+      return who(e.sender_user) + " edited a message";
+    case "react":
+      return who(e.sender_user) + " reacted " + (e.key ?? "");
+    case "unreact":
+      return who(e.sender_user) + " took back a reaction";
     case "join":
       return e.sender_user && e.sender_user !== e.subject_user
         ? who(e.sender_user) + " added " + who(e.subject_user)

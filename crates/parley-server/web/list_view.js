@@ -1,5 +1,6 @@
 // The conversation list: every conversation of the sync feed, latest activity first, with its
-// unread count, the last event as a preview, and the peer's presence for a direct chat.
+// unread count, a badge of the unread messages that mention the reader, the last event as a
+// preview, and the peer's presence for a direct chat.
 
 import { $, el } from "./dom.js";
 import { convName, describeEvent, directPeer } from "./format.js";
@@ -17,6 +18,7 @@ export function createListView(app) {
     const peer = directPeer(conv, me);
     const state = peer ? app.presence.status(peer) : null;
     const unread = Math.max(0, conv.unread ?? 0);
+    const mentions = Math.max(0, conv.mentions ?? 0);
     const pending = app.outbox.forConv(conv.conv_id).length;
     const preview = pending
       ? "you: " + app.outbox.forConv(conv.conv_id).at(-1).body + " (pending)"
@@ -36,14 +38,29 @@ export function createListView(app) {
         convName(conv, me),
       ),
       el("span", { class: "conv-preview" }, preview),
-      el("span", {
-        class: "unread",
-        hidden: unread === 0,
-        text: String(unread),
-        "aria-label": unread + " unread",
-      }),
+      el(
+        "span",
+        { class: "badges" },
+        el("span", {
+          class: "mention-badge",
+          hidden: mentions === 0,
+          text: "@" + mentions,
+          title: mentions === 1 ? "1 mention" : mentions + " mentions",
+          "aria-label": mentions === 1 ? "1 mention" : mentions + " mentions",
+        }),
+        el("span", {
+          class: "unread",
+          hidden: unread === 0,
+          text: String(unread),
+          "aria-label": unread + " unread",
+        }),
+      ),
     );
-    return el("li", { data: { convId: conv.conv_id, unread: String(unread) } }, button);
+    return el(
+      "li",
+      { data: { convId: conv.conv_id, unread: String(unread), mentions: String(mentions) } },
+      button,
+    );
   }
 
   return {

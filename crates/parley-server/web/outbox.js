@@ -40,7 +40,9 @@ export class Outbox {
     sessionStorage.setItem(STORAGE_KEY, JSON.stringify(this.items));
   }
 
-  add(convId, body) {
+  // `relations`: the send's `reply_to`, `thread_root` and `mentions` (docs/RELATIONS.md), each
+  // optional; they go again with every retry, so the request stays the same.
+  add(convId, body, relations = {}) {
     const item = {
       conv_id: convId,
       client_msg_id: crypto.randomUUID(),
@@ -48,6 +50,9 @@ export class Outbox {
       created_at: new Date().toISOString(),
       failed: null,
     };
+    if (relations.reply_to != null) item.reply_to = relations.reply_to;
+    if (relations.thread_root != null) item.thread_root = relations.thread_root;
+    if (relations.mentions?.length) item.mentions = relations.mentions;
     this.items.push(item);
     this.save();
     this.changed(convId);
@@ -88,12 +93,16 @@ export class Outbox {
         if (!next) return;
         if (next.notBefore > Date.now()) return this.retryLater(next.notBefore - Date.now());
         try {
-          const ack = await conn.request({
+          const frame = {
             type: "send",
             conv_id: next.conv_id,
             client_msg_id: next.client_msg_id,
             body: next.body,
-          });
+          };
+          for (const k of ["reply_to", "thread_root", "mentions"]) {
+            if (next[k] != null) frame[k] = next[k];
+          }
+          const ack = await conn.request(frame);
           this.remove(next.client_msg_id);
           this.acked(next, ack);
         } catch (e) {

@@ -4,6 +4,7 @@
 // `after=`, and EPOCH_CHANGED or a truncated answer starts the timeline afresh.
 
 import { ApiError } from "./api.js";
+import { applyRelation, foldedThrough } from "./relations.js";
 
 const PAGE_LEN = 50;
 const CATCH_UP_PAGE_LEN = 200;
@@ -50,6 +51,11 @@ export class Sync {
     this.feedAgain = false;
     this.feedTimer = null;
     this.feedLoaded = false;
+    // Other sets of messages kept folded beside the timelines: an open thread, quoted
+    // messages (see addView).
+    this.views = new Set();
+    this.quotes = new Map();
+    this.quoting = new Set();
   }
 
   // One feed call: the conversations that changed since the token (SPEC §5). Calls made while
@@ -97,24 +103,89 @@ export class Sync {
     return tl;
   }
 
-  ingest(tl, events) {
+  // Takes events into a timeline in seq order. `asOf` is the head of the page they came in
+  // (their folded state is as of it); a pushed message is as of its own seq. Every event is
+  // also applied to the views of the conversation (relations.js).
+  ingest(tl, events, asOf = null) {
+    const me = this.me.user_id;
+    foldedThrough(events, asOf);
     for (const e of events) {
-      if (e.kind === "recall") {
-        const target = tl.events.get(e.target_seq);
-        if (target) {
-          delete target.body;
-          target.recalled = true;
-        }
-      }
+      applyRelation(tl.events, e, me);
       const had = tl.events.get(e.seq);
       // A recall that reached us first already erased the body; keep that.
       if (had?.recalled && e.kind === "msg") {
         e.recalled = true;
         delete e.body;
       }
-      tl.events.set(e.seq, e);
+      // A message held folded as of a later moment stays.
+      if (!(had && e.kind === "msg" && (had.asOf ?? 0) > (e.asOf ?? 0))) tl.events.set(e.seq, e);
+      for (const view of this.views) {
+        if (view.convId !== tl.convId) continue;
+        if (e.kind === "msg" && view.accepts(e) && !view.events.has(e.seq)) {
+          view.events.set(e.seq, structuredClone(e));
+        }
+        applyRelation(view.events, e, me);
+      }
       if (e.kind === "msg") this.seen(e);
     }
+  }
+
+  // A set of messages of `convId` kept folded by every event the timeline takes in:
+  // `{convId, events: Map(seq -> message), accepts(msg)}`; `accepts` says which new messages
+  // join it. Answers a function that removes it.
+  addView(view) {
+    this.views.add(view);
+    return () => this.views.delete(view);
+  }
+
+  // Takes a page read outside the timeline (a thread, a quoted message) into `view`, in the
+  // timeline's order of work so no event falls between the read and the pushes after it.
+  loadInto(view, params) {
+    const tl = this.timeline(view.convId);
+    return tl.run(async () => {
+      const page = await this.api.events(view.convId, params);
+      const events = [...page.events].sort((a, b) => a.seq - b.seq);
+      foldedThrough(events, page.head);
+      for (const e of events) {
+        const had = view.events.get(e.seq);
+        if (e.kind === "msg" && !(had && (had.asOf ?? 0) > e.asOf)) view.events.set(e.seq, e);
+      }
+      return page;
+    });
+  }
+
+  // The message at `seq` of a conversation, from whatever holds it: undefined while unknown
+  // (it is then fetched, and the timeline redrawn), null when the reader cannot see it.
+  lookup(convId, seq) {
+    const held = this.timelines.get(convId)?.events.get(seq);
+    if (held) return held;
+    for (const view of this.views) {
+      if (view.convId === convId && view.events.has(seq)) return view.events.get(seq);
+    }
+    const quotes = this.quoteView(convId);
+    if (quotes.events.has(seq)) return quotes.events.get(seq);
+    const key = convId + "\n" + seq;
+    if (!this.quoting.has(key)) {
+      this.quoting.add(key);
+      this.loadInto(quotes, { before: seq + 1, limit: 1 })
+        .then(() => {
+          if (!quotes.events.has(seq)) quotes.events.set(seq, null);
+          this.changed("timeline", convId);
+        })
+        .catch(() => {})
+        .finally(() => this.quoting.delete(key));
+    }
+    return undefined;
+  }
+
+  quoteView(convId) {
+    let view = this.quotes.get(convId);
+    if (!view) {
+      view = { convId, events: new Map(), accepts: () => false };
+      this.quotes.set(convId, view);
+      this.views.add(view);
+    }
+    return view;
   }
 
   // The newest page: the timeline starts afresh from the log's head.
@@ -127,7 +198,7 @@ export class Sync {
       tl.head = page.head;
       tl.cursor = page.through_seq;
       tl.nextBefore = page.next_before;
-      this.ingest(tl, [...page.events].reverse());
+      this.ingest(tl, [...page.events].reverse(), page.head);
       tl.loaded = true;
       this.changed("timeline", convId);
     });
@@ -144,7 +215,7 @@ export class Sync {
         const page = await this.api.events(convId, { before: tl.nextBefore, limit: PAGE_LEN });
         if (page.epoch !== tl.epoch) return this.reset(tl), false;
         tl.nextBefore = page.next_before;
-        this.ingest(tl, [...page.events].reverse());
+        this.ingest(tl, [...page.events].reverse(), page.head);
         this.changed("older", convId);
         return true;
       })
@@ -175,7 +246,7 @@ export class Sync {
         throw e;
       }
       if (page.truncated) return this.reset(tl);
-      this.ingest(tl, page.events);
+      this.ingest(tl, page.events, page.head);
       tl.cursor = Math.max(tl.cursor, page.through_seq);
       tl.head = page.head;
       this.changed("timeline", tl.convId);

@@ -96,6 +96,10 @@ static ASSETS: &[Asset] = &[
     asset!("login_view.js", JS),
     asset!("list_view.js", JS),
     asset!("chat_view.js", JS),
+    asset!("thread_panel.js", JS),
+    asset!("composer.js", JS),
+    asset!("message_view.js", JS),
+    asset!("relations.js", JS),
     asset!("members_panel.js", JS),
     asset!("dialogs.js", JS),
 ];
