@@ -653,7 +653,7 @@ async fn a_sweep_after_lost_notices_closes_only_connections_of_tokens_that_no_lo
 }
 
 /// Every operation the server serves, as (method, path template): SPEC §6's endpoints, the
-/// probes, `/v1/me`, `/v1/presence`, the account endpoints, the WebSocket upgrade, the web client and the document itself. A route added to the router
+/// probes, `/v1/me`, `/v1/presence`, the account endpoints, edits and reactions, the WebSocket upgrade, the web client and the document itself. A route added to the router
 /// belongs here too; one missing from the document fails the test below.
 const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/healthz"),
@@ -678,6 +678,15 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("post", "/v1/conversations/{conv_id}/messages"),
     ("get", "/v1/conversations/{conv_id}/events"),
     ("post", "/v1/conversations/{conv_id}/events/{seq}/recall"),
+    ("post", "/v1/conversations/{conv_id}/events/{seq}/edit"),
+    (
+        "put",
+        "/v1/conversations/{conv_id}/events/{seq}/reactions/{key}",
+    ),
+    (
+        "delete",
+        "/v1/conversations/{conv_id}/events/{seq}/reactions/{key}",
+    ),
     ("post", "/v1/conversations/{conv_id}/read"),
     ("get", "/v1/ws"),
     ("get", "/v1/me"),

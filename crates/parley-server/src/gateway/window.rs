@@ -910,6 +910,47 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_and_thread_replies_fold_into_the_window_and_a_recall_takes_them_back() {
+        let w = window_with(WindowLimits::default(), 2, 5);
+        let mut edit = Event::clone(&event(6, EventKind::Edit, None));
+        edit.target_seq = Some(4);
+        edit.body = Some("m4 edited".into());
+        w.append(&Arc::new(edit));
+        let mut reply = Event::clone(&msg(7));
+        reply.relations_mut().thread_root = Some(4);
+        w.append(&Arc::new(reply));
+        let page = w.serve(&conv(), &user("a"), (2, None), 50).expect("a hit");
+        let root = &page.events[1];
+        assert_eq!(root.body.as_deref(), Some("m4 edited"));
+        assert!(root.relations().edited_at.is_some());
+        let thread = root.relations().thread.clone().expect("a thread summary");
+        assert_eq!((thread.reply_count, thread.latest_seq), (1, 7));
+        let mut recall = Event::clone(&event(8, EventKind::Recall, None));
+        recall.target_seq = Some(7);
+        w.append(&Arc::new(recall));
+        let mut recall = Event::clone(&event(9, EventKind::Recall, None));
+        recall.target_seq = Some(4);
+        w.append(&Arc::new(recall));
+        let page = w.serve(&conv(), &user("a"), (2, None), 50).expect("a hit");
+        let root = &page.events[1];
+        assert!(root.recalled && root.body.is_none() && root.relations().edited_at.is_none());
+        let edit = &page.events[3];
+        assert_eq!((edit.kind, edit.body.as_deref()), (EventKind::Edit, None));
+    }
+
+    #[test]
+    fn a_page_holding_a_reacted_message_is_the_stores() {
+        let w = window_with(WindowLimits::default(), 2, 5);
+        let mut react = Event::clone(&event(6, EventKind::React, None));
+        react.target_seq = Some(4);
+        w.append(&Arc::new(react));
+        assert!(w.serve(&conv(), &user("a"), (2, None), 50).is_none());
+        // A page after the reacted message is still the window's.
+        let page = w.serve(&conv(), &user("a"), (4, None), 50).expect("a hit");
+        assert_eq!(page.events.first().map(|e| e.seq), Some(5));
+    }
+
+    #[test]
     fn a_purge_stops_answers_until_the_store_tells_min_seq_again() {
         let w = window_with(WindowLimits::default(), 2, 5);
         let before = w.purge_generation();

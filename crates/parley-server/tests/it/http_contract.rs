@@ -126,6 +126,19 @@ async fn check_p10_every_conversation_endpoint_non_member_equals_unknown(
         (Method::PUT, "/members/u-c", Some(r#"{"role":"admin"}"#)),
         (Method::PUT, "/members/nobody", Some(r#"{"role":"admin"}"#)),
         (Method::POST, "/read", Some(r#"{"seq":3}"#)),
+        (Method::GET, "/events?thread=3", None),
+        (
+            Method::POST,
+            "/events/3/edit",
+            Some(r#"{"client_msg_id":"e-1","body":"x"}"#),
+        ),
+        (Method::PUT, "/events/3/reactions/%F0%9F%91%8D", None),
+        (Method::DELETE, "/events/3/reactions/x", None),
+        (
+            Method::POST,
+            "/messages",
+            Some(r#"{"client_msg_id":"m-3","body":"x","reply_to":3}"#),
+        ),
     ];
     for (method, rest, body) in &probes {
         let hidden = call(
