@@ -120,9 +120,7 @@ pub(crate) async fn events<B: Backend>(
         let one = backend
             .events_after_in_one_statement(conv_id, viewer, (after, epoch), limit)
             .await?;
-        if let Some(mut page) = one {
-            let mut conn = backend.connection().await?;
-            fold_reactions(&mut *conn, conv_id, viewer, &mut page.events).await?;
+        if let Some(page) = one {
             return Ok(page);
         }
     }

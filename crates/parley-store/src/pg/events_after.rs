@@ -14,6 +14,7 @@ use sqlx::Row;
 use super::timed_pool::TimedPool;
 use crate::error::StoreError;
 use crate::page::{after_page, ReaderLog};
+use crate::read::fold_reactions;
 use crate::rows;
 
 /// The conversation row and the reader's one period, joined to the range scan of the log by
@@ -24,6 +25,8 @@ use crate::rows;
 pub const EVENTS_AFTER_ONE_PERIOD_SQL: &str = "
 SELECT c.next_seq - 1 AS r_log_head, c.min_seq AS r_min_seq, c.epoch AS r_epoch,
        p.period_count AS r_period_count, p.from_seq AS r_from_seq, p.to_seq AS r_to_seq,
+       EXISTS (SELECT 1 FROM reactions r WHERE r.conv_id = $1 AND r.target_seq >= $3)
+         AS r_reacted,
        e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
        e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at,
        e.reply_to, e.thread_root, e.mentions, e.reaction_key, e.edited_at, e.thread_replies,
@@ -57,12 +60,13 @@ pub(super) async fn events_after_one_period(
     limit: u32,
 ) -> Result<Option<EventsPage>, StoreError> {
     let limit = limit.max(1);
+    let mut conn = pool.acquire().await?;
     let rows = sqlx::query(EVENTS_AFTER_ONE_PERIOD_SQL)
         .bind(conv_id.as_str())
         .bind(viewer.as_str())
         .bind(after.saturating_add(1))
         .bind(i64::from(limit))
-        .fetch_all(&mut *pool.acquire().await?)
+        .fetch_all(&mut *conn)
         .await?;
     // No row: the conversation does not exist, which answers like a non-member (P10).
     let Some(first) = rows.first() else {
@@ -92,6 +96,10 @@ pub(super) async fn events_after_one_period(
     }
     // The join hands the range over in the index's order, which SQL does not promise.
     events.sort_unstable_by_key(|e| e.seq);
+    // Reaction counts cost a second statement only when a message after the cursor has any.
+    if first.try_get::<bool, _>("r_reacted")? {
+        fold_reactions(&mut *conn, conv_id, viewer, &mut events).await?;
+    }
     let period = [Period {
         from_seq: first.try_get("r_from_seq")?,
         to_seq: first.try_get("r_to_seq")?,

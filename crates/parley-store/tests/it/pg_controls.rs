@@ -86,6 +86,17 @@ async fn representative_data() -> Result<TestDb> {
     .bind(PLAN_CONVERSATIONS)
     .execute(pool)
     .await?;
+    // A reaction on every tenth message, so the one-statement read's probe of the reactions
+    // is planned over a table of representative size too.
+    sqlx::query(
+        "INSERT INTO reactions (conv_id, target_seq, reaction_key, user_id, seq)
+         SELECT 'c-' || c, s, '👍', 'u-1', s FROM generate_series(1, $1) AS c,
+                generate_series(1, $2, 10) AS s",
+    )
+    .bind(PLAN_CONVERSATIONS)
+    .bind(PLAN_EVENTS_PER_CONVERSATION)
+    .execute(pool)
+    .await?;
     sqlx::query("ANALYZE").execute(pool).await?;
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
         .fetch_one(pool)
