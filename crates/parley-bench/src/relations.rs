@@ -2,7 +2,8 @@
 //! first with plain sends only, then with 20 % of the operations reactions and 5 % edits of
 //! earlier own messages (docs/RELATIONS.md), beside 75 % plain sends. The report compares the
 //! ack latency of the two halves against the same server and world: the mixed half should
-//! hold the rate with an ack p99 within 20 % of the plain half's.
+//! hold the rate with an ack p99 within 20 % of the plain half's. A warm-up of plain sends
+//! (`--duration`, at most 10 s) comes first and is measured by neither half.
 //!
 //! A reaction toggles: a device that has reacted with the key to the message takes it back
 //! (an `unreact`), otherwise adds it, so every operation writes one event. Its target is one
@@ -27,7 +28,8 @@ use tokio::task::JoinSet;
 use crate::devices::DeviceHandle;
 use crate::harness::{Finished, LoadModel, Loaded, Setup};
 use crate::load::{
-    client_msg_id, error_kind, Ack, LoadCounters, LoadOutcome, Op, OpenLoop, Picker, SendPlan, BODY,
+    client_msg_id, error_kind, open_loop, Ack, LoadCounters, LoadOutcome, Op, OpenLoop, Picker,
+    SendPlan, BODY,
 };
 use crate::progress::with_progress;
 use crate::report::{micros_histogram, percentiles_ms, record};
@@ -45,8 +47,12 @@ const KEYS: [&str; 6] = ["👍", "❤️", "😂", "🎉", "👀", "🙏"];
 /// A reaction's target is one of this many last messages acked in its conversation, an
 /// edit's one of the last this many its device sent there.
 const RECENT: usize = 32;
-/// The ids of the mixed half's operations start here, above any plain send's.
+/// The ids of the mixed half's operations start here, above any plain send's …
 const MIXED_FIRST_ID: u64 = 1 << 40;
+/// … and those of the warm-up's sends here.
+const WARM_UP_FIRST_ID: u64 = 1 << 41;
+/// Longest warm-up before the plain half, in seconds (at most `--duration`).
+const WARM_UP_S_MAX: u64 = 10;
 
 pub struct Relations;
 
@@ -121,6 +127,29 @@ impl LoadModel for Relations {
         let rate = args.rate.unwrap_or(seed_peak::RATE_DEFAULT);
         let duration = Duration::from_secs(args.duration);
         let picker = seed_peak::picker(&setup.world);
+        // A warm-up of plain sends first, measured by neither half: the first seconds after
+        // the devices connect are slower (cold caches and pools), which would flatter the
+        // half that comes second.
+        let warm_s = args.duration.min(WARM_UP_S_MAX);
+        let warm_cfg = OpenLoop::new(rate, Duration::from_secs(warm_s), args.seed.wrapping_add(2));
+        let warm_counters = Arc::new(LoadCounters::default());
+        let warm_label = format!("relations, warm-up: {rate}/s for {warm_s} s, not measured");
+        let warm_up = open_loop(
+            &setup.devices.handles,
+            &setup.conv_ids,
+            picker.clone(),
+            warm_cfg,
+            WARM_UP_FIRST_ID,
+            warm_counters.clone(),
+        );
+        let warm = with_progress(
+            &warm_label,
+            warm_cfg.duration,
+            &setup.devices.counters,
+            &warm_counters,
+            warm_up,
+        )
+        .await;
         let cfg = OpenLoop::new(rate, duration, args.seed);
         let label = format!(
             "relations, plain half: {rate}/s for {} s, open loop",
@@ -130,7 +159,7 @@ impl LoadModel for Relations {
         let targets = Arc::new(Mutex::new(Targets::default()));
         {
             let mut t = targets.lock().unwrap_or_else(PoisonError::into_inner);
-            for a in &plain.acks {
+            for a in warm.acks.iter().chain(&plain.acks) {
                 t.note_send(a.conv, a.device, a.seq);
             }
         }
@@ -145,7 +174,7 @@ impl LoadModel for Relations {
         let mixed = mixed_loop(setup, picker, cfg, targets, counters.clone());
         let (mixed, notes) =
             with_progress(&label, duration, &setup.devices.counters, &counters, mixed).await;
-        let all = LoadOutcome::merged([&plain, &mixed]);
+        let all = LoadOutcome::merged([&warm, &plain, &mixed]);
         // The report's rate and latencies are the mixed half's; the plain half is beside it.
         Ok(Loaded {
             scenario: "relations",
