@@ -297,14 +297,11 @@ async fn check_04_control_seq_without_row_lock() -> Result<()> {
 /// A store kind's name, a store of it with every guard and one without the broken guard.
 type KindGuardedBroken = (&'static str, Arc<dyn Store>, Arc<dyn Store>);
 
-/// `05-control-cleanup-without-compare-and-delete`: with `cleanup-without-cad`, the old
-/// connection's cleanup deletes the new connection's route, so the contract check
-/// `05-old-cleanup-keeps-new-route` (`contract::old_cleanup_keeps_new_route`) fails with exactly
-/// that observation; on a store of the same kind without the break it passes. On both stores
-/// (the guard is in the statement both run).
-#[tokio::test]
-async fn check_05_control_cleanup_without_compare_and_delete() -> Result<()> {
-    let breaks = Breaks::parse("cleanup-without-cad")?;
+/// What keeps the stores of `guarded_and_broken` alive: their databases and directories.
+type Held = (TestDb, TestDb, tempfile::TempDir, tempfile::TempDir);
+
+/// A store of each kind as built, and one of each without the guards `breaks` names.
+async fn guarded_and_broken(breaks: Breaks) -> Result<([KindGuardedBroken; 2], Held)> {
     let (guarded_db, broken_db) = (TestDb::create().await, TestDb::create().await);
     let (guarded_dir, broken_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
     let sqlite = |dir: std::path::PathBuf| async move {
@@ -328,6 +325,18 @@ async fn check_05_control_cleanup_without_compare_and_delete() -> Result<()> {
             ),
         ),
     ];
+    Ok((stores, (guarded_db, broken_db, guarded_dir, broken_dir)))
+}
+
+/// `05-control-cleanup-without-compare-and-delete`: with `cleanup-without-cad`, the old
+/// connection's cleanup deletes the new connection's route, so the contract check
+/// `05-old-cleanup-keeps-new-route` (`contract::old_cleanup_keeps_new_route`) fails with exactly
+/// that observation; on a store of the same kind without the break it passes. On both stores
+/// (the guard is in the statement both run).
+#[tokio::test]
+async fn check_05_control_cleanup_without_compare_and_delete() -> Result<()> {
+    let breaks = Breaks::parse("cleanup-without-cad")?;
+    let (stores, _held) = guarded_and_broken(breaks).await?;
     for (kind, guarded, broken) in stores {
         contract::old_cleanup_keeps_new_route(&*guarded)
             .await
@@ -413,29 +422,7 @@ async fn check_06_control_ack_before_commit() -> Result<()> {
 #[tokio::test]
 async fn check_12_control_target_without_visibility() -> Result<()> {
     let breaks = Breaks::parse("no-target-visibility")?;
-    let (guarded_db, broken_db) = (TestDb::create().await, TestDb::create().await);
-    let (guarded_dir, broken_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
-    let sqlite = |dir: std::path::PathBuf| async move {
-        let store = SqliteStore::open_dir(&dir).await?;
-        store.migrate().await?;
-        anyhow::Ok(store)
-    };
-    let stores: [KindGuardedBroken; 2] = [
-        (
-            "postgres",
-            Arc::new(guarded_db.store().await),
-            Arc::new(broken_db.store().await.with_breaks(breaks)),
-        ),
-        (
-            "sqlite",
-            Arc::new(sqlite(guarded_dir.path().to_owned()).await?),
-            Arc::new(
-                sqlite(broken_dir.path().to_owned())
-                    .await?
-                    .with_breaks(breaks),
-            ),
-        ),
-    ];
+    let (stores, _held) = guarded_and_broken(breaks).await?;
     for (kind, guarded, broken) in stores {
         contract::relations::hidden_target_rule(&*guarded)
             .await

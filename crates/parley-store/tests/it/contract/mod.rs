@@ -950,7 +950,7 @@ pub async fn events_seen(store: &dyn Store, conv: &ConvId, who: &UserId) -> Resu
 }
 
 /// The committed event at `seq`, as `who` sees it.
-async fn event_at(store: &dyn Store, conv: &ConvId, who: &UserId, seq: i64) -> Result<Event> {
+pub async fn event_at(store: &dyn Store, conv: &ConvId, who: &UserId, seq: i64) -> Result<Event> {
     events_seen(store, conv, who)
         .await?
         .into_iter()

@@ -15,7 +15,7 @@ use parley_store::{
     Store, StoreError, ThreadQuery,
 };
 
-use super::{new_conv, send, uid, user};
+use super::{event_at as at, events_seen as all, new_conv, send, uid, user};
 
 fn body(s: &str) -> Body {
     Body::parse(s, 16 * 1024).expect("body")
@@ -77,29 +77,6 @@ async fn react(
     store.react(&req).await
 }
 
-async fn all(store: &dyn Store, conv: &ConvId, who: &UserId) -> Result<Vec<Event>> {
-    let page = store
-        .events(
-            conv,
-            who,
-            EventsQuery::After {
-                after: 0,
-                epoch: None,
-            },
-            500,
-        )
-        .await?;
-    Ok(page.events)
-}
-
-async fn at(store: &dyn Store, conv: &ConvId, who: &UserId, seq: i64) -> Result<Event> {
-    all(store, conv, who)
-        .await?
-        .into_iter()
-        .find(|e| e.seq == seq)
-        .with_context(|| format!("no event {seq}"))
-}
-
 fn rejected(r: Result<impl std::fmt::Debug, StoreError>) -> Option<Rejection> {
     match r {
         Err(StoreError::Rejected(why)) => Some(why),
@@ -113,6 +90,22 @@ fn counts(e: &Event) -> Vec<(String, i64, bool)> {
         .iter()
         .map(|ReactionCount { key, count, me }| (key.clone(), *count, *me))
         .collect()
+}
+
+/// The seqs of a thread page of `root` as `who` reads it, its `through_seq` and head.
+async fn thread_seqs(
+    store: &dyn Store,
+    conv: &ConvId,
+    who: &UserId,
+    root: i64,
+    query: EventsQuery,
+    limit: u32,
+) -> Result<(Vec<i64>, i64, i64)> {
+    let page = store
+        .thread(conv, who, ThreadQuery { root, query }, limit)
+        .await?;
+    let seqs = page.events.iter().map(|e| e.seq).collect();
+    Ok((seqs, page.through_seq, page.head))
 }
 
 /// A group of ana, ben and cai (joins 1–3) and ana's message at 4 mentioning ben.
@@ -316,57 +309,19 @@ pub async fn relations_fold_into_reads(store: &dyn Store) -> Result<()> {
         (thread.reply_count, thread.latest_seq) == (2, 12),
         "thread {thread:?}"
     );
-    let page = store
-        .thread(
-            &conv,
-            &ben,
-            ThreadQuery {
-                root: 4,
-                query: EventsQuery::After {
-                    after: 0,
-                    epoch: None,
-                },
-            },
-            2,
-        )
-        .await?;
-    let seqs: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+    let after = |after| EventsQuery::After { after, epoch: None };
+    let (seqs, through, _) = thread_seqs(store, &conv, &ben, 4, after(0), 2).await?;
     ensure!(
-        seqs == vec![4, 11] && page.through_seq == 11,
-        "thread page 1: {seqs:?} through {}",
-        page.through_seq
+        seqs == vec![4, 11] && through == 11,
+        "thread page 1: {seqs:?} through {through}"
     );
-    let page = store
-        .thread(
-            &conv,
-            &ben,
-            ThreadQuery {
-                root: 4,
-                query: EventsQuery::After {
-                    after: 11,
-                    epoch: None,
-                },
-            },
-            2,
-        )
-        .await?;
-    let seqs: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+    let (seqs, through, head) = thread_seqs(store, &conv, &ben, 4, after(11), 2).await?;
     ensure!(
-        seqs == vec![12] && page.through_seq == page.head,
+        seqs == vec![12] && through == head,
         "thread page 2: {seqs:?}"
     );
-    let newest = store
-        .thread(
-            &conv,
-            &ben,
-            ThreadQuery {
-                root: 4,
-                query: EventsQuery::Before { before: None },
-            },
-            10,
-        )
-        .await?;
-    let seqs: Vec<i64> = newest.events.iter().map(|e| e.seq).collect();
+    let newest = EventsQuery::Before { before: None };
+    let (seqs, _, _) = thread_seqs(store, &conv, &ben, 4, newest, 10).await?;
     ensure!(seqs == vec![12, 11, 4], "thread newest page {seqs:?}");
 
     // The log is gapless; unread counts messages only (4, 5, 11, 12 for a reader at 0).
