@@ -644,7 +644,12 @@ mod tests {
                 .boxed();
                 reply
             },
-            Event::edit(&conv("c-1"), 7, &ana, "d1", "e-1", 3, "hello again", at()),
+            {
+                let mut edit = Event::edit(&conv("c-1"), 7, &ana, 3, "hello again", at());
+                edit.sender_device = Some("d1".into());
+                edit.client_msg_id = Some("e-1".into());
+                edit
+            },
             Event::reaction(&conv("c-1"), 8, &ana, 3, "👍", true, at()),
             Event::reaction(&conv("c-1"), 9, &ana, 3, "👍", false, at()),
         ]

@@ -169,13 +169,12 @@ impl Event {
         }
     }
 
-    /// The edit at `seq` by `actor` of their message at `target_seq`, with its new `body`.
+    /// The edit at `seq` by `actor` of their message at `target_seq`, with its new `body`; the
+    /// caller adds what keys it like a send (`sender_device`, `client_msg_id`, `message_id`).
     pub fn edit(
         conv_id: &ConvId,
         seq: i64,
         actor: &UserId,
-        device: &str,
-        client_msg_id: &str,
         target_seq: i64,
         body: &str,
         created_at: DateTime<Utc>,
@@ -185,8 +184,6 @@ impl Event {
             "an edit at {seq} of a later seq {target_seq}"
         );
         Self {
-            sender_device: Some(device.to_owned()),
-            client_msg_id: Some(client_msg_id.to_owned()),
             body: Some(body.to_owned()),
             target_seq: Some(target_seq),
             ..Self::by(conv_id, seq, EventKind::Edit, actor, created_at)

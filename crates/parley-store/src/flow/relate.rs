@@ -274,12 +274,12 @@ pub(crate) async fn edit<B: Backend>(
         &req.conv_id,
         slot.seq,
         &req.sender_user,
-        req.sender_device.as_str(),
-        req.client_msg_id.as_str(),
         req.target_seq,
         req.body.as_str(),
         at,
     );
+    event.sender_device = Some(req.sender_device.as_str().to_owned());
+    event.client_msg_id = Some(req.client_msg_id.as_str().to_owned());
     event.message_id = Some(message_id);
     Ok(answer(slot.seq, message_id, false, Some(event)))
 }
