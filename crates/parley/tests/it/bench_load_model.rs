@@ -183,3 +183,89 @@ async fn a_reconnect_storm_loses_nothing() {
     let _ = std::fs::remove_dir_all(&out);
     server.stop().await;
 }
+
+/// Runs the relations scenario and answers its report. Its history holds an `ok` for every
+/// send and edit but none for reactions, which have no request key, so it is checked here
+/// rather than by [`assert_history_clean`].
+async fn bench_relations(server: &TestServer, out: &PathBuf, extra: &[&str]) -> Value {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley"));
+    cmd.arg("bench")
+        .args(["--url", server.base_url()])
+        .args(["--admin-token", server.admin_token()])
+        .args(["--scenario", "relations", "--out"])
+        .arg(out)
+        .args(extra)
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(RUN_MAX, cmd.output())
+        .await
+        .expect("the benchmark stops by itself")
+        .expect("the benchmark starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        output.status
+    );
+    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
+    let report: Value = serde_json::from_str(&text).expect("report.json is JSON");
+    let file = std::fs::File::open(out.join("history.jsonl")).expect("history.jsonl written");
+    let history =
+        parley_history::read_history(std::io::BufReader::new(file)).expect("history.jsonl parses");
+    let oks = history
+        .iter()
+        .filter(|r| matches!(r, parley_history::Record::Ok(_)))
+        .count() as u64;
+    let reactions = report["relations"]["mixed"]["react_ack_latency_ms"]["count"]
+        .as_u64()
+        .expect("reactions counted");
+    assert_eq!(Some(oks + reactions), report["sends_acked"].as_u64());
+    let checked = parley_history::check(&history);
+    assert_eq!(checked.total(), 0, "{checked:#?}");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relations_mixes_reactions_and_edits_beside_plain_sends() {
+    let server = TestServer::start_default().await;
+    let out = out_dir("relations");
+    let r = bench_relations(
+        &server,
+        &out,
+        &[
+            "--duration",
+            "3",
+            "--rate",
+            "100",
+            "--users",
+            "60",
+            "--online",
+            "40",
+        ],
+    )
+    .await;
+    assert_clean(&r);
+    assert_eq!(r["scenario"], "relations");
+    // A warm-up of 300 sends, then both halves in full: 300 plain sends, 300 operations of
+    // the mix.
+    assert_eq!(r["sends_scheduled"], 900);
+    let rel = &r["relations"];
+    assert_eq!(rel["plain"]["sends_acked"], 300, "{rel:#}");
+    assert_eq!(rel["mixed"]["ops_acked"], 300, "{rel:#}");
+    for lat in [
+        "send_ack_latency_ms",
+        "react_ack_latency_ms",
+        "edit_ack_latency_ms",
+    ] {
+        assert!(
+            rel["mixed"][lat]["count"].as_u64().is_some_and(|n| n > 0),
+            "{lat}: {rel:#}"
+        );
+    }
+    assert!(rel["ack_p99_ratio_mixed_to_plain"]
+        .as_f64()
+        .is_some_and(|x| x > 0.0));
+    assert!(rel["held"].is_boolean(), "{rel:#}");
+    let _ = std::fs::remove_dir_all(&out);
+    server.stop().await;
+}
