@@ -29,12 +29,12 @@
 //! leave events in seq order, like the fanout's member cache. A recall event updates the
 //! recalled message in the window, so the body served is the log's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use parley_domain::relations::ThreadSummary;
+use parley_domain::relations::{ReactionCount, ThreadSummary};
 use parley_domain::{ConvId, Event, EventKind, EventsPage, UserId};
 use parley_store::MemberSnapshot;
 use prometheus_client::metrics::counter::Counter;
@@ -94,10 +94,114 @@ struct ConvWindow {
     bytes: usize,
     /// When it was last appended to, on the window's own clock (eviction order).
     touched: u64,
-    /// Messages in the window that were reacted to: a read folds in per-reader reaction
-    /// counts (`me`), which the window does not keep, so a page holding one of them is the
-    /// store's. Bounded by the window's events: entries below its oldest seq are pruned.
-    reacted: std::collections::BTreeSet<i64>,
+    /// The reactions of the messages in the window, by message seq: each key with its
+    /// reactors and the seq of each one's `react`, as the store's `reactions` rows hold them,
+    /// so a page folds in each reader's counts and `me` as the store would. A reaction always
+    /// follows its message, so the window has seen every reaction to every message it holds.
+    /// Counted in `bytes`; an entry leaves with its message.
+    reactions: BTreeMap<i64, Reactors>,
+}
+
+/// The reactions of one message: each key with `(reactor, seq of their react)`, in the order
+/// the keys were first used.
+type Reactors = Vec<(String, Vec<(UserId, i64)>)>;
+
+/// What one reactor of one key costs the window beside the key and id texts.
+const REACTOR_OVERHEAD_BYTES: usize = 48;
+
+fn reactor_bytes(key: &str, user: &UserId) -> usize {
+    key.len() + user.as_str().len() + REACTOR_OVERHEAD_BYTES
+}
+
+fn reactors_bytes(reactors: &Reactors) -> usize {
+    reactors
+        .iter()
+        .flat_map(|(key, users)| users.iter().map(move |(u, _)| reactor_bytes(key, u)))
+        .sum()
+}
+
+impl ConvWindow {
+    /// Drops the oldest event and the reactions of its message; answers the bytes freed.
+    fn pop_oldest(&mut self) -> Option<usize> {
+        let old = self.events.pop_front()?;
+        let mut freed = event_bytes(&old);
+        if let Some(r) = self.reactions.remove(&old.seq) {
+            freed += reactors_bytes(&r);
+        }
+        Some(freed)
+    }
+
+    /// Applies a `react` (`added`) or `unreact` of `user` at `seq` to the message at `target`
+    /// if the window holds it unrecalled; answers the bytes grown and freed.
+    fn react(
+        &mut self,
+        target: i64,
+        key: &str,
+        user: &UserId,
+        seq: i64,
+        added: bool,
+    ) -> (usize, usize) {
+        let held = self
+            .events
+            .front()
+            .and_then(|f| usize::try_from(target - f.seq).ok())
+            .and_then(|i| self.events.get(i))
+            .is_some_and(|m| m.kind == EventKind::Msg && !m.recalled);
+        if !held {
+            return (0, 0);
+        }
+        let reactors = self.reactions.entry(target).or_default();
+        let slot = match reactors.iter().position(|(k, _)| k == key) {
+            Some(i) => i,
+            None if added => {
+                reactors.push((key.to_owned(), Vec::new()));
+                reactors.len() - 1
+            }
+            None => return (0, 0),
+        };
+        let users = &mut reactors[slot].1;
+        let at = users.iter().position(|(u, _)| u == user);
+        let change = match (added, at) {
+            (true, None) => {
+                users.push((user.clone(), seq));
+                (reactor_bytes(key, user), 0)
+            }
+            (false, Some(i)) => {
+                users.remove(i);
+                (0, reactor_bytes(key, user))
+            }
+            _ => (0, 0),
+        };
+        if reactors[slot].1.is_empty() {
+            reactors.remove(slot);
+        }
+        if reactors.is_empty() {
+            self.reactions.remove(&target);
+        }
+        change
+    }
+
+    /// The reaction counts of the message at `seq` as `reader` reads them: keys ordered by
+    /// their earliest current reaction, as the store orders them.
+    fn counts_for(&self, seq: i64, reader: &UserId) -> Vec<ReactionCount> {
+        let Some(reactors) = self.reactions.get(&seq) else {
+            return Vec::new();
+        };
+        let mut counts: Vec<(i64, ReactionCount)> = reactors
+            .iter()
+            .map(|(key, users)| {
+                let first = users.iter().map(|(_, s)| *s).min().unwrap_or(i64::MAX);
+                let count = ReactionCount {
+                    key: key.clone(),
+                    count: i64::try_from(users.len()).unwrap_or(i64::MAX),
+                    me: users.iter().any(|(u, _)| u == reader),
+                };
+                (first, count)
+            })
+            .collect();
+        counts.sort_by_key(|(first, _)| *first);
+        counts.into_iter().map(|(_, c)| c).collect()
+    }
 }
 
 impl ConvWindow {
@@ -293,7 +397,7 @@ impl EventWindow {
                 meta: None,
                 bytes: 0,
                 touched,
-                reacted: std::collections::BTreeSet::new(),
+                reactions: BTreeMap::new(),
             },
         );
     }
@@ -356,7 +460,10 @@ impl EventWindow {
                 }));
             }
             (EventKind::React | EventKind::Unreact, Some(target)) => {
-                w.reacted.insert(target);
+                if let (Some(key), Some(user)) = (&event.relations().key, &event.sender_user) {
+                    let added = event.kind == EventKind::React;
+                    account(w.react(target, key, user, event.seq, added));
+                }
             }
             _ => {}
         }
@@ -374,12 +481,9 @@ impl EventWindow {
         w.known_head = w.known_head.max(event.seq);
         w.events.push_back(event.clone());
         while w.events.len() > self.limits.events_per_conv_max {
-            if let Some(old) = w.events.pop_front() {
-                removed += event_bytes(&old);
+            if let Some(freed) = w.pop_oldest() {
+                removed += freed;
             }
-        }
-        if let Some(first) = w.events.front().map(|e| e.seq) {
-            w.reacted = w.reacted.split_off(&first);
         }
         w.bytes = w.bytes + added - removed;
         inner.clock += 1;
@@ -396,10 +500,9 @@ impl EventWindow {
             let Some(w) = inner.convs.get_mut(conv_id) else {
                 break;
             };
-            let Some(old) = w.events.pop_front() else {
+            let Some(b) = w.pop_oldest() else {
                 break;
             };
-            let b = event_bytes(&old);
             w.bytes -= b;
             inner.bytes -= b;
         }
@@ -560,11 +663,15 @@ impl EventWindow {
             .iter()
             .skip(skip)
             .take(limit)
-            .map(|e| Event::clone(e))
+            .map(|e| {
+                let mut e = Event::clone(e);
+                let counts = w.counts_for(e.seq, reader);
+                if !counts.is_empty() {
+                    e.relations_mut().reactions = counts;
+                }
+                e
+            })
             .collect();
-        if events.iter().any(|e| w.reacted.contains(&e.seq)) {
-            return Err(Miss::Store);
-        }
         let through_seq = match events.last() {
             Some(last) if events.len() == limit => last.seq,
             _ => head,
@@ -633,6 +740,9 @@ fn recall_in_window(w: &mut ConvWindow, target: i64) -> (usize, usize) {
             *slot = Arc::new(erased);
         }
     }
+    if let Some(r) = w.reactions.remove(&target) {
+        freed += reactors_bytes(&r);
+    }
     (0, freed + erase_recalled(w, target))
 }
 
@@ -664,6 +774,7 @@ fn erase_recalled(w: &mut ConvWindow, target: i64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::DateTime;
     use parley_domain::DeliveryMode;
 
     fn conv() -> ConvId {
@@ -938,16 +1049,53 @@ mod tests {
         assert_eq!((edit.kind, edit.body.as_deref()), (EventKind::Edit, None));
     }
 
+    /// A react or unreact by `who` at `seq` on `target` with `key`.
+    fn reaction(seq: i64, who: &str, target: i64, key: &str, added: bool) -> Arc<Event> {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).expect("time");
+        Arc::new(Event::reaction(
+            &conv(),
+            seq,
+            &user(who),
+            target,
+            key,
+            added,
+            at,
+        ))
+    }
+
     #[test]
-    fn a_page_holding_a_reacted_message_is_the_stores() {
+    fn reactions_fold_into_a_page_per_reader_as_the_store_orders_them() {
         let w = window_with(WindowLimits::default(), 2, 5);
-        let mut react = Event::clone(&event(6, EventKind::React, None));
-        react.target_seq = Some(4);
-        w.append(&Arc::new(react));
-        assert!(w.serve(&conv(), &user("a"), (2, None), 50).is_none());
-        // A page after the reacted message is still the window's.
-        let page = w.serve(&conv(), &user("a"), (4, None), 50).expect("a hit");
-        assert_eq!(page.events.first().map(|e| e.seq), Some(5));
+        w.append(&reaction(6, "a", 4, "👍", true));
+        w.append(&reaction(7, "b", 4, "🎉", true));
+        w.append(&reaction(8, "b", 4, "👍", true));
+        w.append(&reaction(9, "a", 4, "👍", false));
+        w.append(&reaction(10, "a", 4, "👍", true));
+        let counts = |reader: &str| {
+            let page = w
+                .serve(&conv(), &user(reader), (2, None), 50)
+                .expect("a hit");
+            page.events[1]
+                .relations()
+                .reactions
+                .iter()
+                .map(|r| (r.key.clone(), r.count, r.me))
+                .collect::<Vec<_>>()
+        };
+        // 👍's earliest current reaction is now b's at 8, after 🎉's at 7.
+        assert_eq!(
+            counts("a"),
+            [("🎉".to_owned(), 1, false), ("👍".to_owned(), 2, true)]
+        );
+        assert_eq!(
+            counts("b"),
+            [("🎉".to_owned(), 1, true), ("👍".to_owned(), 2, true)]
+        );
+        let mut recall = Event::clone(&event(11, EventKind::Recall, None));
+        recall.target_seq = Some(4);
+        w.append(&Arc::new(recall));
+        let page = w.serve(&conv(), &user("a"), (2, None), 50).expect("a hit");
+        assert!(page.events[1].relations().reactions.is_empty());
     }
 
     #[test]

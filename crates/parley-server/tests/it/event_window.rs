@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::metrics::{scrape, value};
 use crate::ws_support::Ws;
 use anyhow::{ensure, Context, Result};
-use parley_client::{Client, DeliveryMode, NewConversation};
+use parley_client::{Client, DeliveryMode, NewConversation, SendOptions};
 use parley_domain::{ConvId, Event, UserId};
 use parley_store::EventsQuery;
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
@@ -71,7 +71,8 @@ test_on_both_stores!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     window_answers_like_the_store
 );
-/// A pull group with messages, a member who joins mid-window, a recall and a member who leaves:
+/// A pull group with messages, a member who joins mid-window, edits, reactions added and taken
+/// back, a thread with a recalled reply, a recall of a reacted message and a member who leaves:
 /// after the last hint every cursor of every reader, with a small and a large page, gets the
 /// store's answer byte for byte, and some of those answers came from the window.
 async fn window_answers_like_the_store(store: StoreKind) -> Result<()> {
@@ -96,11 +97,29 @@ async fn window_answers_like_the_store(store: StoreKind) -> Result<()> {
         );
     }
     let joined = ana.add_member(CONV, "u-cai").await?.seq;
+    let mut bens = Vec::new();
     for i in 1..=3 {
-        ben.send(CONV, &format!("b-{i}"), &format!("ben {i}"))
-            .await?;
+        bens.push(
+            ben.send(CONV, &format!("b-{i}"), &format!("ben {i}"))
+                .await?
+                .seq,
+        );
     }
     cai.send(CONV, "c-1", "cai 1").await?;
+    // Relations the window folds: an edit, reactions added and taken back (some to messages
+    // from before cai joined, which cai reads without them), a thread with a recalled reply.
+    ana.edit(CONV, seqs[0], "e-1", "ana 1, edited").await?;
+    ben.react(CONV, seqs[0], "👍").await?;
+    cai.react(CONV, bens[0], "🎉").await?;
+    ben.react(CONV, bens[0], "👍").await?;
+    ben.unreact(CONV, seqs[0], "👍").await?;
+    cai.react(CONV, bens[0], "👍").await?;
+    ana.react(CONV, seqs[0], "👍").await?;
+    let in_thread = SendOptions::in_thread(bens[1]);
+    cai.send_with(CONV, "t-1", "in thread", &in_thread).await?;
+    let second = ben.send_with(CONV, "t-2", "me too", &in_thread).await?.seq;
+    ben.recall(CONV, second).await?;
+    ana.react(CONV, seqs[1], "👀").await?;
     ana.recall(CONV, seqs[1]).await?;
     let left = ana.remove_member(CONV, "u-ben").await?.seq;
     let head = ana.send(CONV, "a-5", "ana 5").await?.seq;
