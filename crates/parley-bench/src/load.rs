@@ -289,6 +289,45 @@ impl OpenLoop {
     }
 }
 
+/// The schedule of an open loop: operation `i` is due at `started + i / rate`, and it waits for
+/// one of `in_flight_max` slots, at most until the schedule's end plus `late_max`.
+pub(crate) struct Pacer {
+    /// Operations the schedule holds.
+    pub total: u64,
+    pub started: Instant,
+    interval: Duration,
+    slots: Arc<Semaphore>,
+    give_up: Instant,
+}
+
+impl Pacer {
+    /// A schedule of `cfg` starting now.
+    pub fn new(cfg: &OpenLoop) -> Self {
+        let started = Instant::now();
+        Self {
+            total: (cfg.rate_per_s * cfg.duration.as_secs_f64()).floor() as u64,
+            started,
+            interval: Duration::from_secs_f64(1.0 / cfg.rate_per_s.max(1e-9)),
+            slots: Arc::new(Semaphore::new(cfg.in_flight_max.max(1))),
+            give_up: started + cfg.duration + cfg.late_max,
+        }
+    }
+
+    /// Waits until operation `i` is due and a slot is free: its due time and the slot, or
+    /// `None` once the schedule gave up waiting (the rest are not issued).
+    pub async fn next(&self, i: u64) -> Option<(Instant, tokio::sync::OwnedSemaphorePermit)> {
+        let due = self.started + self.interval.mul_f64(i as f64);
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let permit = tokio::select! {
+            permit = self.slots.clone().acquire_owned() => permit.ok(),
+            () = tokio::time::sleep_until(self.give_up.into()) => None,
+        };
+        permit.map(|p| (due, p))
+    }
+}
+
 /// Sends at a fixed rate, whatever the answers do. `first_id` numbers the sends.
 pub async fn open_loop(
     handles: &[DeviceHandle],
@@ -298,24 +337,14 @@ pub async fn open_loop(
     first_id: u64,
     counters: Arc<LoadCounters>,
 ) -> LoadOutcome {
-    let total = (cfg.rate_per_s * cfg.duration.as_secs_f64()).floor() as u64;
-    let interval = Duration::from_secs_f64(1.0 / cfg.rate_per_s.max(1e-9));
-    let slots = Arc::new(Semaphore::new(cfg.in_flight_max.max(1)));
+    let pacer = Pacer::new(&cfg);
+    let total = pacer.total;
     let sink: Arc<Mutex<Sink>> = Arc::default();
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut tasks = JoinSet::new();
-    let started = Instant::now();
-    let give_up = started + cfg.duration + cfg.late_max;
+    let started = pacer.started;
     for i in 0..total {
-        let due = started + interval.mul_f64(i as f64);
-        if due > Instant::now() {
-            tokio::time::sleep_until(due.into()).await;
-        }
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => permit.ok(),
-            () = tokio::time::sleep_until(give_up.into()) => None,
-        };
-        let Some(permit) = permit else {
+        let Some((due, permit)) = pacer.next(i).await else {
             let mut s = sink.lock().unwrap_or_else(PoisonError::into_inner);
             *s.errors.entry("NOT_ISSUED".into()).or_default() += total - i;
             break;

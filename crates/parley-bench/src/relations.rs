@@ -22,14 +22,13 @@ use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::devices::DeviceHandle;
 use crate::harness::{Finished, LoadModel, Loaded, Setup};
 use crate::load::{
-    client_msg_id, error_kind, open_loop, Ack, LoadCounters, LoadOutcome, Op, OpenLoop, Picker,
-    SendPlan, BODY,
+    client_msg_id, error_kind, open_loop, Ack, LoadCounters, LoadOutcome, Op, OpenLoop, Pacer,
+    Picker, SendPlan, BODY,
 };
 use crate::progress::with_progress;
 use crate::report::{micros_histogram, percentiles_ms, record};
@@ -301,9 +300,8 @@ async fn mixed_loop(
     targets: Arc<Mutex<Targets>>,
     counters: Arc<LoadCounters>,
 ) -> (LoadOutcome, MixedNotes) {
-    let total = (cfg.rate_per_s * cfg.duration.as_secs_f64()).floor() as u64;
-    let interval = Duration::from_secs_f64(1.0 / cfg.rate_per_s.max(1e-9));
-    let slots = Arc::new(Semaphore::new(cfg.in_flight_max.max(1)));
+    let pacer = Pacer::new(&cfg);
+    let total = pacer.total;
     let sink = Arc::new(Mutex::new(MixedSink {
         acks: Vec::new(),
         errors: Default::default(),
@@ -312,18 +310,9 @@ async fn mixed_loop(
     }));
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut tasks = JoinSet::new();
-    let started = Instant::now();
-    let give_up = started + cfg.duration + cfg.late_max;
+    let started = pacer.started;
     for i in 0..total {
-        let due = started + interval.mul_f64(i as f64);
-        if due > Instant::now() {
-            tokio::time::sleep_until(due.into()).await;
-        }
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => permit.ok(),
-            () = tokio::time::sleep_until(give_up.into()) => None,
-        };
-        let Some(permit) = permit else {
+        let Some((due, permit)) = pacer.next(i).await else {
             let mut s = sink.lock().unwrap_or_else(PoisonError::into_inner);
             *s.errors.entry("NOT_ISSUED".into()).or_default() += total - i;
             break;

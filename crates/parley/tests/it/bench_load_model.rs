@@ -14,7 +14,9 @@ fn out_dir(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("parley-bench-{name}-{}", uuid::Uuid::new_v4()))
 }
 
-async fn bench(server: &TestServer, out: &PathBuf, extra: &[&str]) -> Value {
+/// Runs `parley bench` against `server` with `extra` arguments, writing to `out`; fails unless it
+/// exits 0. Answers its standard output and its report.
+async fn run_bench(server: &TestServer, out: &PathBuf, extra: &[&str]) -> (String, Value) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley"));
     cmd.arg("bench")
         .args(["--url", server.base_url()])
@@ -27,16 +29,21 @@ async fn bench(server: &TestServer, out: &PathBuf, extra: &[&str]) -> Value {
         .await
         .expect("the benchmark stops by itself")
         .expect("the benchmark starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
         "bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         output.status
     );
-    assert!(stdout.contains("violations: lost 0"), "summary:\n{stdout}");
     let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
     let report: Value = serde_json::from_str(&text).expect("report.json is JSON");
+    (stdout, report)
+}
+
+async fn bench(server: &TestServer, out: &PathBuf, extra: &[&str]) -> Value {
+    let (stdout, report) = run_bench(server, out, extra).await;
+    assert!(stdout.contains("violations: lost 0"), "summary:\n{stdout}");
     assert_history_clean(out, &report);
     report
 }
@@ -188,27 +195,12 @@ async fn a_reconnect_storm_loses_nothing() {
 /// send and edit but none for reactions, which have no request key, so it is checked here
 /// rather than by [`assert_history_clean`].
 async fn bench_relations(server: &TestServer, out: &PathBuf, extra: &[&str]) -> Value {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_parley"));
-    cmd.arg("bench")
-        .args(["--url", server.base_url()])
-        .args(["--admin-token", server.admin_token()])
-        .args(["--scenario", "relations", "--out"])
-        .arg(out)
-        .args(extra)
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(RUN_MAX, cmd.output())
-        .await
-        .expect("the benchmark stops by itself")
-        .expect("the benchmark starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        output.status
-    );
-    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
-    let report: Value = serde_json::from_str(&text).expect("report.json is JSON");
+    let args: Vec<&str> = ["--scenario", "relations"]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect();
+    let (_, report) = run_bench(server, out, &args).await;
     let file = std::fs::File::open(out.join("history.jsonl")).expect("history.jsonl written");
     let history =
         parley_history::read_history(std::io::BufReader::new(file)).expect("history.jsonl parses");
