@@ -24,7 +24,8 @@
 
 use chrono::DateTime;
 use parley_domain::{
-    Body, ClientMsgId, ConvId, DeviceId, Event, EventKind, ReactionKey, Relations, Role, UserId,
+    Attachment, Body, ClientMsgId, ConvId, DeviceId, Event, EventKind, ReactionKey, Relations,
+    Role, UserId,
 };
 use serde::{Deserialize, Serialize};
 
@@ -270,6 +271,9 @@ struct WireEvent {
     mentions: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<String>,
+    /// A message's attachments as sent (docs/MEDIA.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    attachments: Vec<Attachment>,
 }
 
 impl From<&Event> for WireEvent {
@@ -296,6 +300,7 @@ impl From<&Event> for WireEvent {
                 .map(ToString::to_string)
                 .collect(),
             key: event.relations().key.clone(),
+            attachments: event.relations().attachments.clone(),
         }
     }
 }
@@ -329,6 +334,7 @@ impl WireEvent {
             key: parse_opt(self.key, |k| {
                 ReactionKey::parse(k).ok().map(|k| k.as_str().to_owned())
             })?,
+            attachments: self.attachments,
             ..Relations::default()
         };
         Some(Event {

@@ -60,6 +60,9 @@ pub enum ClientError {
     /// The realtime session has stopped for good; nothing more is sent on it.
     #[error("the realtime session has stopped: {reason}")]
     SessionStopped { reason: crate::ws::StopReason },
+    /// A local file of an upload or a download could not be read or written.
+    #[error("local file: {0}")]
+    Io(String),
 }
 
 impl ClientError {
@@ -76,7 +79,8 @@ impl ClientError {
             | Self::NoAnswer { .. }
             | Self::RetryBudgetSpent { .. }
             | Self::BadFrame { .. }
-            | Self::SessionStopped { .. } => None,
+            | Self::SessionStopped { .. }
+            | Self::Io(_) => None,
         }
     }
 
@@ -106,7 +110,8 @@ impl ClientError {
             | Self::Decode { .. }
             | Self::InvalidUrl { .. }
             | Self::BadFrame { .. }
-            | Self::SessionStopped { .. } => false,
+            | Self::SessionStopped { .. }
+            | Self::Io(_) => false,
         }
     }
 

@@ -68,6 +68,7 @@ pub mod error;
 #[cfg(test)]
 mod fixtures;
 mod http;
+pub mod media;
 mod pages;
 mod raw;
 pub mod relations;
@@ -101,4 +102,5 @@ pub use ws::{Delivery, Incoming, Realtime, RealtimeHandle, RealtimeOptions, Stop
 
 /// The HTTP method type used by [`Client::raw`], re-exported so tests need no direct reqwest
 /// dependency.
+pub use parley_wire::{Media, SignedUrls};
 pub use reqwest::Method;

@@ -102,6 +102,9 @@ pub struct SendOptions {
     /// Users mentioned beside the body's `@user` words (at most 64). `None` sends no list.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mentions: Option<Vec<String>>,
+    /// Media ids from [`crate::Client::upload`] (at most 10); with any, the body may be empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<String>>,
 }
 
 impl SendOptions {

@@ -32,6 +32,23 @@ impl RequestHash {
         let thread_root = rel.thread_root.map(|s| s.to_string()).unwrap_or_default();
         let mentions: Vec<&str> = rel.mentions.iter().map(|u| u.as_str()).collect();
         let mentions = mentions.join(" ");
+        if !rel.attachments.is_empty() {
+            // A send with attachments has a version of its own, so the fingerprints of sends
+            // without any stay what they were before attachments existed.
+            let media: Vec<&str> = rel.attachments.iter().map(|m| m.as_str()).collect();
+            let media = media.join(" ");
+            return Self::of_parts(
+                b"parley-send-v3",
+                &[
+                    b"msg",
+                    body.as_bytes(),
+                    reply_to.as_bytes(),
+                    thread_root.as_bytes(),
+                    mentions.as_bytes(),
+                    media.as_bytes(),
+                ],
+            );
+        }
         Self::of_parts(
             b"parley-send-v2",
             &[

@@ -218,6 +218,11 @@ impl Body {
         if s.is_empty() {
             return Err(BodyError::Empty);
         }
+        Self::caption(s, body_bytes_max)
+    }
+
+    /// The text of a message that carries attachments, which may be empty.
+    pub fn caption(s: &str, body_bytes_max: usize) -> Result<Self, BodyError> {
         if s.len() > body_bytes_max {
             return Err(BodyError::TooLarge {
                 len: s.len(),

@@ -30,4 +30,7 @@ pub enum Rejection {
     /// A bound of the product was reached (distinct reaction keys on a message).
     #[error("{0}")]
     LimitReached(&'static str),
+    /// The uploader's stored media would exceed their quota (docs/MEDIA.md).
+    #[error("the media quota of this user is used up")]
+    QuotaExceeded,
 }

@@ -11,6 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
 use crate::ids::UserId;
+use crate::media::{Attachment, MediaId};
 
 /// Longest reaction key, in bytes: one emoji with its modifiers, or a short token.
 pub const REACTION_KEY_BYTES_MAX: usize = 64;
@@ -74,12 +75,18 @@ pub struct SendRelations {
     /// Users the message mentions: the given list and the body's `@user` words, deduplicated in
     /// order of first appearance. The store keeps those who are members other than the sender.
     pub mentions: Vec<UserId>,
+    /// Media the sender uploaded, each once, at most `ATTACHMENTS_PER_MESSAGE_MAX`
+    /// (docs/MEDIA.md).
+    pub attachments: Vec<MediaId>,
 }
 
 impl SendRelations {
     /// True when the send relates to nothing: a plain message.
     pub fn is_empty(&self) -> bool {
-        self.reply_to.is_none() && self.thread_root.is_none() && self.mentions.is_empty()
+        self.reply_to.is_none()
+            && self.thread_root.is_none()
+            && self.mentions.is_empty()
+            && self.attachments.is_empty()
     }
 }
 
@@ -177,6 +184,9 @@ pub struct Relations {
     pub reactions: Vec<ReactionCount>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread: Option<ThreadSummary>,
+    /// A message's attachments (docs/MEDIA.md); none once it is recalled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 impl Relations {

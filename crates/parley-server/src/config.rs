@@ -53,6 +53,40 @@ pub struct ServerConfig {
     pub open_registration: bool,
     /// The throttle of failed password checks (`accounts::throttle`).
     pub login: LoginLimits,
+
+    // Attachments (docs/MEDIA.md).
+    pub media: MediaLimits,
+}
+
+/// The bounds of uploads and of the media sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaLimits {
+    /// Largest upload, in bytes (`--max-media-bytes`).
+    pub bytes_max: u64,
+    /// Most bytes one user's uploads may hold together (`--media-quota-bytes`); `None` is no
+    /// quota.
+    pub quota_bytes: Option<u64>,
+    /// An upload no message names is deleted this long after it was last uploaded
+    /// (`--media-grace-ms`).
+    pub grace_ms: u64,
+    /// How long a signed media URL stays good.
+    pub url_ttl_ms: u64,
+}
+
+/// Default grace of an upload no message names: a day, time enough to send it.
+pub const MEDIA_GRACE_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
+/// Default life of a signed media URL: five minutes, enough to load a page's images.
+pub const MEDIA_URL_TTL_MS_DEFAULT: u64 = 5 * 60 * 1000;
+
+impl Default for MediaLimits {
+    fn default() -> Self {
+        Self {
+            bytes_max: parley_media::MEDIA_BYTES_MAX_DEFAULT,
+            quota_bytes: None,
+            grace_ms: MEDIA_GRACE_MS_DEFAULT,
+            url_ttl_ms: MEDIA_URL_TTL_MS_DEFAULT,
+        }
+    }
 }
 
 /// How long a client connection may take at each stage, and how many may be open. Each limit
@@ -65,6 +99,10 @@ pub struct ConnectionLimits {
     pub header_timeout_ms: u64,
     /// A request body must arrive in full within this time of its head.
     pub body_timeout_ms: u64,
+    /// The body of an upload (`POST /v1/media`) must arrive in full within this time: files
+    /// are larger than requests, and the upload also stops after `MEDIA_CHUNK_IDLE_MS`
+    /// without a byte (docs/MEDIA.md).
+    pub media_body_timeout_ms: u64,
     /// A keep-alive connection with no request started for this long is closed.
     pub keepalive_idle_ms: u64,
     /// A write to the client's socket that cannot make progress for this long (the client
@@ -86,6 +124,8 @@ pub struct ConnectionLimits {
 pub const HEADER_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// Default limit for a request body to arrive.
 pub const BODY_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Default limit for an upload's body to arrive: ten minutes, 25 MiB at about 43 KB/s.
+pub const MEDIA_BODY_TIMEOUT_MS_DEFAULT: u64 = 600_000;
 /// Default idle time of a keep-alive connection between requests.
 pub const KEEPALIVE_IDLE_MS_DEFAULT: u64 = 60_000;
 /// Default limit on a write that makes no progress: longer than the WebSocket close timeout,
@@ -105,6 +145,7 @@ impl Default for ConnectionLimits {
         Self {
             header_timeout_ms: HEADER_TIMEOUT_MS_DEFAULT,
             body_timeout_ms: BODY_TIMEOUT_MS_DEFAULT,
+            media_body_timeout_ms: MEDIA_BODY_TIMEOUT_MS_DEFAULT,
             keepalive_idle_ms: KEEPALIVE_IDLE_MS_DEFAULT,
             write_stall_timeout_ms: WRITE_STALL_TIMEOUT_MS_DEFAULT,
             ws_handshake_timeout_ms: WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
@@ -156,6 +197,7 @@ impl Default for ServerConfig {
             connections: ConnectionLimits::default(),
             open_registration: false,
             login: LoginLimits::default(),
+            media: MediaLimits::default(),
         }
     }
 }
@@ -181,6 +223,7 @@ impl fmt::Debug for ServerConfig {
             .field("connections", &self.connections)
             .field("open_registration", &self.open_registration)
             .field("login", &self.login)
+            .field("media", &self.media)
             .finish()
     }
 }

@@ -54,6 +54,19 @@ pub enum ApiError {
     Recalled,
     #[error("{0}")]
     LimitReached(&'static str),
+    /// Attachments (docs/MEDIA.md); each message says what was refused, never the bytes.
+    #[error("the upload is larger than {max} bytes")]
+    MediaTooLarge { max: u64 },
+    #[error("the media quota of this user is used up")]
+    QuotaExceeded,
+    #[error("{0}")]
+    MediaTypeMismatch(String),
+    #[error("the image is {width}x{height} pixels, over the server's bounds")]
+    ImageTooLarge { width: u32, height: u32 },
+    #[error("the upload did not arrive whole; nothing was kept")]
+    UploadIncomplete,
+    #[error("the upload stalled or took too long; nothing was kept")]
+    RequestTimeout,
     #[error("the cursor belongs to another epoch of this conversation")]
     EpochChanged,
     /// Over the device's rate; it may ask again after `retry_after_ms`.
@@ -96,6 +109,12 @@ impl ApiError {
             Self::NotSender => ErrorCode::NotSender,
             Self::Recalled => ErrorCode::Recalled,
             Self::LimitReached(_) => ErrorCode::LimitReached,
+            Self::MediaTooLarge { .. } => ErrorCode::MediaTooLarge,
+            Self::QuotaExceeded => ErrorCode::QuotaExceeded,
+            Self::MediaTypeMismatch(_) => ErrorCode::MediaTypeMismatch,
+            Self::ImageTooLarge { .. } => ErrorCode::ImageTooLarge,
+            Self::UploadIncomplete => ErrorCode::UploadIncomplete,
+            Self::RequestTimeout => ErrorCode::RequestTimeout,
             Self::EpochChanged => ErrorCode::EpochChanged,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::MethodNotAllowed => return None,
@@ -148,6 +167,7 @@ impl From<Rejection> for ApiError {
             Rejection::BadRequest(why) => Self::BadRequest(why),
             Rejection::Recalled => Self::Recalled,
             Rejection::LimitReached(what) => Self::LimitReached(what),
+            Rejection::QuotaExceeded => Self::QuotaExceeded,
         }
     }
 }
@@ -240,6 +260,23 @@ mod tests {
                 503,
             ),
             (ApiError::LeaseExpired, "LEASE_EXPIRED", 503),
+            (ApiError::MediaTooLarge { max: 1 }, "MEDIA_TOO_LARGE", 413),
+            (ApiError::QuotaExceeded, "QUOTA_EXCEEDED", 413),
+            (
+                ApiError::MediaTypeMismatch("x".into()),
+                "MEDIA_TYPE_MISMATCH",
+                415,
+            ),
+            (
+                ApiError::ImageTooLarge {
+                    width: 1,
+                    height: 1,
+                },
+                "IMAGE_TOO_LARGE",
+                422,
+            ),
+            (ApiError::UploadIncomplete, "UPLOAD_INCOMPLETE", 400),
+            (ApiError::RequestTimeout, "REQUEST_TIMEOUT", 408),
         ];
         for (err, code, status) in cases {
             assert_eq!(err.code(), code);

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod gateway;
 pub mod listener;
+pub mod media;
 pub mod metrics;
 pub mod openapi;
 pub mod path;
@@ -96,6 +97,15 @@ pub async fn run(
         std::time::Duration::from_millis(state.config().tombstone_ttl_ms),
         background.clone(),
     ));
+    if let Some(media) = state.media.clone() {
+        tokio::spawn(media::sweep::run(
+            state.store().clone(),
+            media.backend().clone(),
+            std::time::Duration::from_millis(state.config().media.grace_ms),
+            std::time::Duration::from_millis(state.config().purge_interval_ms),
+            background.clone(),
+        ));
+    }
     let closing = gateway.clone();
     let shutdown = async move {
         shutdown.await;

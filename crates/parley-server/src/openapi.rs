@@ -34,6 +34,8 @@ pub const ADMIN_TOKEN_SCHEME: &str = "admin_token";
         (name = "conversations", description = "Conversations, members, messages and reads, \
             with a device token."),
         (name = "realtime", description = "The WebSocket gateway."),
+        (name = "media", description = "Attachments: uploads, downloads, thumbnails and \
+            signed URLs (docs/MEDIA.md)."),
         (name = "meta", description = "This document."),
         (name = "web", description = "The browser client (docs/WEB.md)."),
     )

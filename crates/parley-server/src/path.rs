@@ -118,3 +118,9 @@ impl UserDevicePath {
         Ok((user_id(&self.user_id)?, device_id(&self.device_id)?))
     }
 }
+
+/// `/v1/media/{media_id}/…`
+#[derive(Debug, Deserialize)]
+pub struct MediaPath {
+    pub media_id: String,
+}

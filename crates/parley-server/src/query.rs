@@ -34,7 +34,7 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 }
 
 /// Refuses parameters outside `allowed` and parameters given twice.
-fn check_names(pairs: &[(String, String)], allowed: &[&str]) -> Result<(), ApiError> {
+pub(crate) fn check_names(pairs: &[(String, String)], allowed: &[&str]) -> Result<(), ApiError> {
     let mut seen = HashSet::new();
     for (name, _) in pairs {
         if !allowed.contains(&name.as_str()) {

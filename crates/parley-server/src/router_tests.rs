@@ -238,6 +238,38 @@ impl Store for FakeStore {
         Err(refused())
     }
 
+    async fn register_media(
+        &self,
+        _: &parley_store::NewMedia,
+    ) -> Result<parley_store::MediaRecord, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn readable_media(
+        &self,
+        _: &parley_domain::MediaId,
+        _: &UserId,
+    ) -> Result<Option<parley_store::MediaRecord>, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn sweep_media(
+        &self,
+        _: i64,
+        _: u32,
+        _: &(dyn Fn(String) -> parley_store::BlobRemover + Send + Sync),
+    ) -> Result<parley_store::MediaSweep, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn shared_key(&self, _: &str, _: &str) -> Result<String, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
     async fn purge_batch(
         &self,
         _: chrono::DateTime<chrono::Utc>,

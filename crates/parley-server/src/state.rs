@@ -29,6 +29,8 @@ pub struct AppState {
     metrics: Arc<Metrics>,
     hasher: Arc<Hasher>,
     login_throttle: Arc<LoginThrottle>,
+    /// Attachments; `None` on a server started without media storage (uploads answer 503).
+    pub(crate) media: Option<Arc<crate::media::Media>>,
 }
 
 impl AppState {
@@ -67,7 +69,23 @@ impl AppState {
             bus,
             config: Arc::new(config),
             admin_token_hash,
+            media: None,
         }
+    }
+
+    /// The state with media storage (docs/MEDIA.md).
+    pub fn with_media(mut self, backend: parley_media::MediaBackend) -> Self {
+        self.media = Some(Arc::new(crate::media::Media::new(backend)));
+        self
+    }
+
+    /// The media storage, or 503 on a server without one.
+    pub fn media(&self) -> Result<&crate::media::Media, crate::error::ApiError> {
+        self.media
+            .as_deref()
+            .ok_or_else(|| crate::error::ApiError::Unavailable {
+                detail: "this server was started without media storage".into(),
+            })
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -35,6 +35,7 @@ pub(crate) trait Backend:
         + RouteTx
         + ReadMarkTx
         + FeedTx
+        + crate::flow::media::MediaTx
         + 'static;
     /// A pooled connection, for a read of one statement outside a transaction.
     type Conn: DerefMut<Target: Sql + Sized> + Send;

@@ -17,12 +17,13 @@ pub const BREAKS_ENV: &str = "PARLEY_TEST_BREAKS";
 pub const BREAKS_COMPILED: bool = cfg!(feature = "test-breaks");
 
 /// Every break by its public name, in the order they are reported.
-pub const BREAK_NAMES: [&str; 5] = [
+pub const BREAK_NAMES: [&str; 6] = [
     NO_ROW_LOCK,
     NO_UNIQUE_INDEX,
     CLEANUP_WITHOUT_CAD,
     ACK_BEFORE_COMMIT,
     NO_TARGET_VISIBILITY,
+    NO_MEDIA_VISIBILITY,
 ];
 
 const NO_ROW_LOCK: &str = "no-row-lock";
@@ -33,6 +34,9 @@ const ACK_BEFORE_COMMIT: &str = "ack-before-commit";
 /// actor's periods, so a member can relate to a message from before they joined and learn
 /// that it exists (docs/RELATIONS.md, the hidden-target rule).
 const NO_TARGET_VISIBILITY: &str = "no-target-visibility";
+/// A download checks that some message names the media but not the reader's membership
+/// periods, so anyone who learns a media id reads the bytes (docs/MEDIA.md).
+const NO_MEDIA_VISIBILITY: &str = "no-media-visibility";
 
 /// A set of removed guards; the default removes none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,6 +46,7 @@ pub struct Breaks {
     cleanup_without_cad: bool,
     ack_before_commit: bool,
     no_target_visibility: bool,
+    no_media_visibility: bool,
 }
 
 /// Why a list of breaks was refused.
@@ -81,6 +86,7 @@ impl Breaks {
                 CLEANUP_WITHOUT_CAD => &mut breaks.cleanup_without_cad,
                 ACK_BEFORE_COMMIT => &mut breaks.ack_before_commit,
                 NO_TARGET_VISIBILITY => &mut breaks.no_target_visibility,
+                NO_MEDIA_VISIBILITY => &mut breaks.no_media_visibility,
                 other => return Err(BreaksError::Unknown(other.to_owned())),
             };
             *flag = true;
@@ -131,6 +137,11 @@ impl Breaks {
     pub fn no_target_visibility(&self) -> bool {
         BREAKS_COMPILED && self.no_target_visibility
     }
+
+    /// `no-media-visibility`: a download is served to anyone when some message names the media.
+    pub fn no_media_visibility(&self) -> bool {
+        BREAKS_COMPILED && self.no_media_visibility
+    }
 }
 
 /// The names of the removed guards, comma-separated, or `none`.
@@ -142,6 +153,7 @@ impl fmt::Display for Breaks {
             self.cleanup_without_cad(),
             self.ack_before_commit(),
             self.no_target_visibility(),
+            self.no_media_visibility(),
         ];
         let names: Vec<&str> = BREAK_NAMES
             .iter()

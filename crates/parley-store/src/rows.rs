@@ -5,8 +5,8 @@ use parley_domain::decide::send::{KeyCheckRow, StoredRequest};
 use parley_domain::decide::LogCounter;
 use parley_domain::relations::ThreadSummary;
 use parley_domain::{
-    ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period, Relations,
-    RequestHash, Role, UserId,
+    Attachment, ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period,
+    Relations, RequestHash, Role, UserId,
 };
 
 use crate::error::StoreError;
@@ -51,6 +51,11 @@ fn relations(row: &impl SqlRow, recalled: bool) -> Result<Relations, StoreError>
             .collect(),
         None => Vec::new(),
     };
+    let attachments = match row.opt_str("attachments")? {
+        Some(json) if !recalled => serde_json::from_str::<Vec<Attachment>>(json)
+            .map_err(|e| StoreError::Unavailable(format!("attachments column: {e}")))?,
+        _ => Vec::new(),
+    };
     let replies = row.int("thread_replies")?;
     let thread = match row.opt_int("thread_latest_seq")? {
         Some(latest_seq) if replies > 0 => Some(ThreadSummary {
@@ -71,6 +76,7 @@ fn relations(row: &impl SqlRow, recalled: bool) -> Result<Relations, StoreError>
         },
         reactions: Vec::new(),
         thread,
+        attachments,
     })
 }
 

@@ -149,6 +149,30 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<EventsPage, StoreError>;
 
+    // Attachments (docs/MEDIA.md).
+    /// Registers an upload whose bytes are staged, before they are made visible: its blobs and
+    /// its media row (the uploader's earlier row for the same bytes, if any, keeps its id).
+    /// `QuotaExceeded` when a new row would take the uploader past `quota_bytes`.
+    async fn register_media(&self, new: &NewMedia) -> Result<MediaRecord, StoreError>;
+    /// The upload when `viewer` may read it (a message naming it in one of their periods, or
+    /// their own upload no message named yet); `None` for no such upload and for no access.
+    async fn readable_media(
+        &self,
+        media_id: &parley_domain::MediaId,
+        viewer: &UserId,
+    ) -> Result<Option<MediaRecord>, StoreError>;
+    /// One round of the media sweep: uploads no message names, last uploaded before
+    /// `uploaded_before_ms`, then the bytes of blobs no upload names, each deleted by the
+    /// remover `remover` makes for it while the store holds the blob's row lock.
+    async fn sweep_media(
+        &self,
+        uploaded_before_ms: i64,
+        batch_len_max: u32,
+        remover: &(dyn Fn(String) -> BlobRemover + Send + Sync),
+    ) -> Result<MediaSweep, StoreError>;
+    /// The key named `name` every gateway shares; `candidate` becomes it if none exists.
+    async fn shared_key(&self, name: &str, candidate: &str) -> Result<String, StoreError>;
+
     /// Moves `user`'s read position to `max(read_seq, min(seq, head))` (P8) and answers the
     /// resulting position. `NotMember` unless the user ever had a period.
     async fn mark_read(&self, conv_id: &ConvId, user: &UserId, seq: i64)

@@ -7,7 +7,9 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 
 use crate::backend::Backend;
 use crate::error::StoreError;
-use crate::flow::{admin, create, join, leave, read_mark, recall, relate, retention, role, route};
+use crate::flow::{
+    admin, create, join, leave, media, read_mark, recall, relate, retention, role, route,
+};
 use crate::presence::{self, Presence};
 use crate::store::Store;
 use crate::types::*;
@@ -146,6 +148,31 @@ impl<B: Backend> Store for B {
 
     async fn react(&self, req: &ReactRequest) -> Result<ReactOutcome, StoreError> {
         relate::react(self, req).await
+    }
+
+    async fn register_media(&self, new: &NewMedia) -> Result<MediaRecord, StoreError> {
+        media::register(self, new).await
+    }
+
+    async fn readable_media(
+        &self,
+        media_id: &parley_domain::MediaId,
+        viewer: &UserId,
+    ) -> Result<Option<MediaRecord>, StoreError> {
+        media::readable(self, media_id, viewer).await
+    }
+
+    async fn sweep_media(
+        &self,
+        uploaded_before_ms: i64,
+        batch_len_max: u32,
+        remover: &(dyn Fn(String) -> BlobRemover + Send + Sync),
+    ) -> Result<MediaSweep, StoreError> {
+        media::sweep(self, uploaded_before_ms, batch_len_max, remover).await
+    }
+
+    async fn shared_key(&self, name: &str, candidate: &str) -> Result<String, StoreError> {
+        media::shared_key(self, name, candidate).await
     }
 
     async fn thread(

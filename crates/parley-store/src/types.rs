@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use parley_domain::{
-    Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, ReactionKey, RequestHash,
-    SendRelations, UserId,
+    Attachment, Body, ClientMsgId, ConvId, ConvKind, DeliveryMode, DeviceId, Event, MediaId,
+    ReactionKey, RequestHash, SendRelations, UserId,
 };
 
 /// The device a token belongs to.
@@ -368,4 +368,79 @@ pub struct TypingTargets {
 pub struct Seen {
     pub routes_left: i64,
     pub last_seen: DateTime<Utc>,
+}
+
+/// A thumbnail blob of an upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaThumbnail {
+    pub sha256: String,
+    pub size: i64,
+    pub content_type: String,
+}
+
+/// An upload whose bytes are staged, to register before they are made visible (docs/MEDIA.md).
+#[derive(Debug, Clone)]
+pub struct NewMedia {
+    /// The id a first upload of these bytes by this uploader takes; a later one keeps the
+    /// earlier id.
+    pub media_id: MediaId,
+    pub uploader: UserId,
+    pub sha256: String,
+    pub size: i64,
+    pub content_type: String,
+    pub inline_safe: bool,
+    pub filename: Option<String>,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub thumbnail: Option<MediaThumbnail>,
+    pub now_ms: i64,
+    /// Most bytes the uploader's media may hold together; `None` is no quota.
+    pub quota_bytes: Option<i64>,
+}
+
+/// A registered upload, as the download path serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaRecord {
+    pub media_id: MediaId,
+    pub uploader: UserId,
+    pub sha256: String,
+    pub size: i64,
+    pub content_type: String,
+    pub inline_safe: bool,
+    pub filename: Option<String>,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub thumbnail: Option<MediaThumbnail>,
+}
+
+impl MediaRecord {
+    /// What a message that names this upload carries.
+    pub fn attachment(&self) -> Attachment {
+        Attachment {
+            media_id: self.media_id.clone(),
+            sha256: self.sha256.clone(),
+            size: self.size,
+            content_type: self.content_type.clone(),
+            filename: self.filename.clone(),
+            width: self.width,
+            height: self.height,
+            thumbnail: self.thumbnail.is_some(),
+        }
+    }
+}
+
+/// Deletes one blob's bytes from the media backend; the store runs it while it holds the blob's
+/// row lock (`Store::delete_blob`).
+pub type BlobRemover = Box<
+    dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+        + Send,
+>;
+
+/// What one round of the media sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MediaSweep {
+    /// Uploads no message names that passed their grace period, deleted.
+    pub media_deleted: u64,
+    /// Blobs whose bytes were deleted, no upload naming them any more.
+    pub blobs_deleted: u64,
 }

@@ -126,6 +126,8 @@ pub struct TestServer {
     admin: AdminClient,
     shutdown: CancellationToken,
     task: Option<JoinHandle<std::io::Result<()>>>,
+    /// The server's media directory (docs/MEDIA.md), removed with the server.
+    media_dir: tempfile::TempDir,
 }
 
 impl TestServer {
@@ -251,7 +253,12 @@ impl TestServer {
             Some(NodeBus { bus, pg, shutdown }) => (bus, pg, shutdown),
             None => (Arc::new(LocalBus::new()), None, CancellationToken::new()),
         };
-        let state = AppState::new(served, bus.clone(), config);
+        let media_dir =
+            tempfile::tempdir().unwrap_or_else(|e| panic!("cannot make a media directory: {e}"));
+        let (media, _) = parley_media::MediaBackend::open_fs(media_dir.path())
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the media directory: {e}"));
+        let state = AppState::new(served, bus.clone(), config).with_media(media);
 
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -280,7 +287,13 @@ impl TestServer {
             admin,
             shutdown,
             task: Some(task),
+            media_dir,
         }
+    }
+
+    /// Where the server keeps its media: a test looks at the files behind the API.
+    pub fn media_dir(&self) -> &std::path::Path {
+        self.media_dir.path()
     }
 
     /// `http://127.0.0.1:<port>`.

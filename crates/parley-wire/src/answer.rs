@@ -178,6 +178,40 @@ pub struct Event {
     /// The thread this message roots, when it has replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread: Option<ThreadSummary>,
+    /// The message's attachments (docs/MEDIA.md); none once it is recalled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Media>,
+}
+
+/// An upload (`POST /v1/media`) as the server describes it, and an attachment of a message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Media {
+    pub media_id: String,
+    /// Lowercase hex SHA-256 of the bytes.
+    pub sha256: String,
+    pub size: i64,
+    /// Sniffed from the bytes by the server.
+    pub content_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    /// A thumbnail can be fetched.
+    #[serde(default)]
+    pub thumbnail: bool,
+}
+
+/// Links to an upload that need no header (`POST /v1/media/{id}/url`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedUrls {
+    /// Relative to the server.
+    pub url: String,
+    #[serde(default)]
+    pub thumbnail_url: Option<String>,
+    /// RFC 3339.
+    pub expires_at: String,
 }
 
 /// One reaction key on a message, as a read answers it.

@@ -76,6 +76,18 @@ error_codes! {
     /// A bound of the product was reached, such as the distinct reaction keys of a message.
     /// Beyond SPEC §6's table, at its 409 rank.
     LimitReached = LIMIT_REACHED, 409;
+    /// An upload over the server's media size limit (docs/MEDIA.md).
+    MediaTooLarge = MEDIA_TOO_LARGE, 413;
+    /// An upload that would take the user's stored media past their quota.
+    QuotaExceeded = QUOTA_EXCEEDED, 413;
+    /// An upload declared an image whose bytes are not one the server reads.
+    MediaTypeMismatch = MEDIA_TYPE_MISMATCH, 415;
+    /// An image whose dimensions are over the server's bounds (a decompression bomb).
+    ImageTooLarge = IMAGE_TOO_LARGE, 422;
+    /// An upload's body ended early or failed; nothing was kept.
+    UploadIncomplete = UPLOAD_INCOMPLETE, 400;
+    /// An upload's body stalled or took longer than the server allows.
+    RequestTimeout = REQUEST_TIMEOUT, 408;
     /// Over a per-device limit.
     RateLimited = RATE_LIMITED, 429;
     /// The store did not confirm the commit; retry with the same `client_msg_id`.
@@ -153,7 +165,7 @@ mod tests {
 
     /// SPEC §6's table, written out by hand so that a changed row in the macro's table fails,
     /// with the codes added beside it (415, and the gateway's `LEASE_EXPIRED`).
-    const SPEC_TABLE: [(&str, u16); 20] = [
+    const SPEC_TABLE: [(&str, u16); 26] = [
         ("BAD_REQUEST", 400),
         ("UNSUPPORTED_MEDIA_TYPE", 415),
         ("BODY_TOO_LARGE", 413),
@@ -170,6 +182,12 @@ mod tests {
         ("EPOCH_CHANGED", 409),
         ("RECALLED", 409),
         ("LIMIT_REACHED", 409),
+        ("MEDIA_TOO_LARGE", 413),
+        ("QUOTA_EXCEEDED", 413),
+        ("MEDIA_TYPE_MISMATCH", 415),
+        ("IMAGE_TOO_LARGE", 422),
+        ("UPLOAD_INCOMPLETE", 400),
+        ("REQUEST_TIMEOUT", 408),
         ("RATE_LIMITED", 429),
         ("OUTCOME_UNKNOWN", 503),
         ("UNAVAILABLE", 503),
@@ -208,6 +226,12 @@ mod tests {
             code::EPOCH_CHANGED,
             code::RECALLED,
             code::LIMIT_REACHED,
+            code::MEDIA_TOO_LARGE,
+            code::QUOTA_EXCEEDED,
+            code::MEDIA_TYPE_MISMATCH,
+            code::IMAGE_TOO_LARGE,
+            code::UPLOAD_INCOMPLETE,
+            code::REQUEST_TIMEOUT,
             code::RATE_LIMITED,
             code::OUTCOME_UNKNOWN,
             code::UNAVAILABLE,

@@ -36,6 +36,9 @@ pub enum Request {
         /// Users mentioned beside the body's `@user` words.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mentions: Option<Vec<String>>,
+        /// Media ids the sender uploaded (docs/MEDIA.md); with any, `body` may be empty.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attachments: Option<Vec<String>>,
     },
     /// Answered like `POST …/events/{seq}/edit`: a [`crate::EditAck`].
     Edit {
@@ -317,6 +320,7 @@ mod tests {
                         reply_to: None,
                         thread_root: None,
                         mentions: None,
+                        attachments: None,
                     },
                 ),
                 json!({"type": "send", "req_id": "r1", "conv_id": "c", "client_msg_id": "m-1",

@@ -30,6 +30,7 @@ fn request() -> impl Strategy<Value = Request> {
                     reply_to,
                     thread_root,
                     mentions: None,
+                    attachments: None,
                 }
             }),
         (text(), any::<i64>(), text(), text()).prop_map(|(conv_id, seq, client_msg_id, body)| {

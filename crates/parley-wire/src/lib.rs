@@ -25,8 +25,8 @@ mod fuzz_tests;
 pub mod typed;
 
 pub use answer::{
-    EditAck, Event, EventKind, EventsPage, Identity, PresenceList, ReactionAck, ReactionCount,
-    ReadAck, RecallAck, SendAck, ThreadSummary, UserPresence,
+    EditAck, Event, EventKind, EventsPage, Identity, Media, PresenceList, ReactionAck,
+    ReactionCount, ReadAck, RecallAck, SendAck, SignedUrls, ThreadSummary, UserPresence,
 };
 pub use error::{code, ErrorBody, ErrorCode, ErrorDetail};
 pub use frame::{ClientFrame, EchoedReqId, FrameError, Request, ServerFrame};

@@ -26,8 +26,9 @@ pub use parley_server::config::{
     BODY_TIMEOUT_MS_DEFAULT, CONNECTIONS_MAX_DEFAULT, CONNECTIONS_PER_ADDRESS_MAX_DEFAULT,
     GATEWAY_LEASE_MS_DEFAULT, GATEWAY_LEASE_MS_MIN, HEADER_TIMEOUT_MS_DEFAULT,
     HINT_INTERVAL_MS_DEFAULT, HINT_INTERVAL_MS_MAX, KEEPALIVE_IDLE_MS_DEFAULT,
-    PURGE_INTERVAL_MS_DEFAULT, TOMBSTONE_TTL_MS_DEFAULT, WRITE_STALL_TIMEOUT_MS_DEFAULT,
-    WS_CLOSE_TIMEOUT_MS_DEFAULT, WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
+    MEDIA_BODY_TIMEOUT_MS_DEFAULT, MEDIA_GRACE_MS_DEFAULT, PURGE_INTERVAL_MS_DEFAULT,
+    TOMBSTONE_TTL_MS_DEFAULT, WRITE_STALL_TIMEOUT_MS_DEFAULT, WS_CLOSE_TIMEOUT_MS_DEFAULT,
+    WS_HANDSHAKE_TIMEOUT_MS_DEFAULT,
 };
 pub use parley_store::pg::IDLE_IN_TRANSACTION_TIMEOUT_MS_DEFAULT;
 /// Default time a silent WebSocket connection is kept open.
@@ -170,6 +171,27 @@ pub struct ServeArgs {
     /// A request body must arrive in full within this time of its head.
     #[arg(long, env = "PARLEY_BODY_TIMEOUT_MS", default_value_t = BODY_TIMEOUT_MS_DEFAULT)]
     pub body_timeout_ms: u64,
+
+    /// An upload's body (POST /v1/media) must arrive in full within this time.
+    #[arg(long, env = "PARLEY_MEDIA_BODY_TIMEOUT_MS", default_value_t = MEDIA_BODY_TIMEOUT_MS_DEFAULT)]
+    pub media_body_timeout_ms: u64,
+
+    /// Largest upload (POST /v1/media), in bytes; a longer body is refused with 413.
+    #[arg(long, env = "PARLEY_MAX_MEDIA_BYTES", default_value_t = parley_media::MEDIA_BYTES_MAX_DEFAULT)]
+    pub max_media_bytes: u64,
+
+    /// Most bytes one user's uploads may hold together; absent: no quota.
+    #[arg(long, env = "PARLEY_MEDIA_QUOTA_BYTES")]
+    pub media_quota_bytes: Option<u64>,
+
+    /// Where uploads are kept: s3://bucket/prefix or file:///path (object_store); absent: the
+    /// directory media/ in --data-dir.
+    #[arg(long, env = "PARLEY_MEDIA_URL", hide_env_values = true)]
+    pub media_url: Option<String>,
+
+    /// An upload no message names is deleted this long after it was uploaded.
+    #[arg(long, env = "PARLEY_MEDIA_GRACE_MS", default_value_t = MEDIA_GRACE_MS_DEFAULT)]
+    pub media_grace_ms: u64,
 
     /// A keep-alive connection with no request started for this long is closed.
     #[arg(long, env = "PARLEY_KEEPALIVE_IDLE_MS", default_value_t = KEEPALIVE_IDLE_MS_DEFAULT)]

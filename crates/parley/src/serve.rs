@@ -12,7 +12,7 @@ use parley_bus::nats::NatsBus;
 use parley_bus::pg::{CancellationToken, PgBus};
 use parley_bus::{EventBus, LocalBus};
 use parley_domain::Limits;
-use parley_server::config::{generated_gateway_id, ConnectionLimits, LoginLimits};
+use parley_server::config::{generated_gateway_id, ConnectionLimits, LoginLimits, MediaLimits};
 use parley_server::gateway::origin::check_allow_list;
 use parley_server::listener::open_files;
 use parley_server::{AppState, ServerConfig};
@@ -107,7 +107,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         NodeBus::Local => Arc::new(LocalBus::new()),
     };
 
-    let state = AppState::new(store, bus, config);
+    let media = open_media(&args)
+        .await
+        .context("cannot open the media storage")?;
+    let state = AppState::new(store, bus, config).with_media(media);
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -324,8 +327,29 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
             failures_per_address_max: args.login_failures_per_address_max,
             failure_window_ms: args.login_failure_window_ms,
         },
+        media: MediaLimits {
+            bytes_max: args.max_media_bytes,
+            quota_bytes: args.media_quota_bytes,
+            grace_ms: args.media_grace_ms,
+            ..MediaLimits::default()
+        },
         ..ServerConfig::default()
     })
+}
+
+/// The media backend: `--media-url` when given, else the directory `media` in the data
+/// directory. Part files of interrupted uploads are swept here, before any upload starts.
+async fn open_media(args: &ServeArgs) -> anyhow::Result<parley_media::MediaBackend> {
+    let dir = args.store_dir().join("media");
+    data_dir::ensure_dir(&args.store_dir())?;
+    let (backend, swept) = match &args.media_url {
+        Some(url) => parley_media::MediaBackend::open_url(url, &dir.join("parts")).await?,
+        None => parley_media::MediaBackend::open_fs(&dir).await?,
+    };
+    if swept > 0 {
+        tracing::info!(swept, "removed the part files of interrupted uploads");
+    }
+    Ok(backend)
 }
 
 /// The connection limits, each at least 1: a limit of 0 would close or refuse everything.
@@ -347,6 +371,7 @@ fn connection_limits(args: &ServeArgs) -> anyhow::Result<ConnectionLimits> {
     Ok(ConnectionLimits {
         header_timeout_ms: args.header_timeout_ms,
         body_timeout_ms: args.body_timeout_ms,
+        media_body_timeout_ms: args.media_body_timeout_ms,
         keepalive_idle_ms: args.keepalive_idle_ms,
         write_stall_timeout_ms: args.write_stall_timeout_ms,
         ws_handshake_timeout_ms: args.ws_handshake_timeout_ms,
@@ -473,6 +498,7 @@ mod tests {
             ConnectionLimits {
                 header_timeout_ms: 2_000,
                 body_timeout_ms: 3_000,
+                media_body_timeout_ms: parley_server::config::MEDIA_BODY_TIMEOUT_MS_DEFAULT,
                 keepalive_idle_ms: 4_000,
                 write_stall_timeout_ms: 4_500,
                 ws_handshake_timeout_ms: 5_000,

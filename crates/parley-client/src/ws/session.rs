@@ -217,6 +217,7 @@ impl RealtimeHandle {
                     reply_to: options.reply_to,
                     thread_root: options.thread_root,
                     mentions: options.mentions.clone(),
+                    attachments: options.attachments.clone(),
                 })
             })
             .await

@@ -295,6 +295,18 @@ fn event_bytes(e: &Event) -> usize {
         + text(e.sender_device.as_deref())
         + text(e.client_msg_id.as_deref())
         + text(e.subject_user.as_ref().map(UserId::as_str))
+        + e.rel.as_deref().map_or(0, |r| {
+            r.attachments
+                .iter()
+                .map(|a| {
+                    std::mem::size_of::<parley_domain::Attachment>()
+                        + a.media_id.as_str().len()
+                        + a.sha256.len()
+                        + a.content_type.len()
+                        + text(a.filename.as_deref())
+                })
+                .sum::<usize>()
+        })
 }
 
 impl EventWindow {
@@ -765,7 +777,9 @@ fn erase_recalled(w: &mut ConvWindow, target: i64) -> usize {
     recalled.recalled = true;
     if let Some(rel) = recalled.rel.as_deref_mut() {
         rel.edited_at = None;
+        rel.attachments.clear();
     }
+    recalled.tidy_relations();
     let after = event_bytes(&recalled);
     *slot = Arc::new(recalled);
     before - after

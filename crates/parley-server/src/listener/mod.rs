@@ -261,6 +261,7 @@ impl Waiters {
 struct Timeouts {
     header: Duration,
     body: Duration,
+    media_body: Duration,
     keepalive_idle: Duration,
     write_stall: Duration,
 }
@@ -275,6 +276,7 @@ impl Timeouts {
         Self {
             header: ms(limits.header_timeout_ms),
             body: ms(limits.body_timeout_ms),
+            media_body: ms(limits.media_body_timeout_ms),
             keepalive_idle: ms(limits.keepalive_idle_ms),
             write_stall: ms(limits.write_stall_timeout_ms),
         }
@@ -293,8 +295,16 @@ async fn serve_connection(
     stop: CancellationToken,
 ) {
     let body_timeout = timeouts.body;
+    let media_body_timeout = timeouts.media_body;
     let service = router.map_request(move |req: Request<Incoming>| {
-        let deadline = Instant::now() + body_timeout;
+        // An upload's body is a file, given longer than a request's (docs/MEDIA.md).
+        let upload = req.method() == axum::http::Method::POST && req.uri().path() == "/v1/media";
+        let timeout = if upload {
+            media_body_timeout
+        } else {
+            body_timeout
+        };
+        let deadline = Instant::now() + timeout;
         let mut req = req.map(|body| Body::new(DeadlineBody::new(body, deadline)));
         req.extensions_mut().insert(address);
         req

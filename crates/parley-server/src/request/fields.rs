@@ -9,9 +9,10 @@
 
 use parley_domain::ids::{storable_text, BodyError};
 use parley_domain::limits::page_limit;
+use parley_domain::media::ATTACHMENTS_PER_MESSAGE_MAX;
 use parley_domain::relations::MENTIONS_LEN_MAX;
 use parley_domain::{
-    Body, ClientMsgId, ConvId, DeviceId, IdError, ReactionKey, SendRelations, UserId,
+    Body, ClientMsgId, ConvId, DeviceId, IdError, MediaId, ReactionKey, SendRelations, UserId,
 };
 use serde_json::Value;
 
@@ -61,6 +62,39 @@ pub fn body(raw: &str, body_bytes_max: usize) -> Result<Body, ApiError> {
         BodyError::Empty | BodyError::Unstorable(_) => ApiError::bad_request(e.to_string()),
         BodyError::TooLarge { len, max } => ApiError::BodyTooLarge { len, max },
     })
+}
+
+/// The text of a message with attachments: as [`body`], but it may be empty.
+pub fn caption(raw: &str, body_bytes_max: usize) -> Result<Body, ApiError> {
+    Body::caption(raw, body_bytes_max).map_err(|e| match e {
+        BodyError::Empty | BodyError::Unstorable(_) => ApiError::bad_request(e.to_string()),
+        BodyError::TooLarge { len, max } => ApiError::BodyTooLarge { len, max },
+    })
+}
+
+/// The media ids of a send: each a media id, each once, at most
+/// `ATTACHMENTS_PER_MESSAGE_MAX`.
+pub fn attachments(raw: &[String]) -> Result<Vec<MediaId>, ApiError> {
+    if raw.len() > ATTACHMENTS_PER_MESSAGE_MAX {
+        return Err(ApiError::bad_request(format!(
+            "`attachments` names at most {ATTACHMENTS_PER_MESSAGE_MAX} media"
+        )));
+    }
+    let mut out: Vec<MediaId> = Vec::with_capacity(raw.len());
+    for id in raw {
+        let Some(id) = MediaId::parse(id) else {
+            return Err(ApiError::bad_request(
+                "`attachments` holds a string that is not a media id",
+            ));
+        };
+        if out.contains(&id) {
+            return Err(ApiError::bad_request(
+                "`attachments` names a media id twice",
+            ));
+        }
+        out.push(id);
+    }
+    Ok(out)
 }
 
 /// A free text the store keeps as written, such as a title or a display name: anything the
@@ -142,6 +176,7 @@ pub fn relations(
             .iter()
             .map(|m| user_id(m))
             .collect::<Result<_, _>>()?,
+        attachments: Vec::new(),
     })
 }
 

@@ -70,12 +70,14 @@ fn checked(value: Value, body_bytes_max: usize) -> Result<FrameRequest, ApiError
             reply_to,
             thread_root,
             mentions,
+            attachments,
         } => FrameRequest::Send(
-            SendMessage::new(
+            SendMessage::parse(
                 fields::conv_id(&conv_id)?,
                 &client_msg_id,
                 &body,
                 body_bytes_max,
+                attachments.as_deref(),
             )?
             .with_relations(reply_to, thread_root, mentions.as_deref())?,
         ),

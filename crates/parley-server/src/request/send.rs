@@ -51,6 +51,11 @@ pub struct SendBody {
     #[serde(default)]
     #[schema(max_items = 64)]
     mentions: Option<Vec<String>>,
+    /// Media ids the sender uploaded (`POST /v1/media`), each once; with any, `body` may be
+    /// empty (docs/MEDIA.md).
+    #[serde(default)]
+    #[schema(max_items = 10)]
+    attachments: Option<Vec<String>>,
 }
 
 impl SendMessage {
@@ -69,6 +74,31 @@ impl SendMessage {
         })
     }
 
+    /// A send that may carry attachments, whose body may then be empty; the attachments are
+    /// checked after the body.
+    pub fn parse(
+        conv_id: ConvId,
+        client_msg_id: &str,
+        body: &str,
+        body_bytes_max: usize,
+        attachments: Option<&[String]>,
+    ) -> Result<Self, ApiError> {
+        let attachments = attachments.unwrap_or_default();
+        if attachments.is_empty() {
+            return Self::new(conv_id, client_msg_id, body, body_bytes_max);
+        }
+        let client_msg_id = fields::client_msg_id(client_msg_id)?;
+        let body = fields::caption(body, body_bytes_max)?;
+        let mut relations = SendRelations::default();
+        relations.attachments = fields::attachments(attachments)?;
+        Ok(Self {
+            conv_id,
+            client_msg_id,
+            body,
+            relations,
+        })
+    }
+
     /// The send with its relations, parsed after its other fields.
     pub fn with_relations(
         mut self,
@@ -76,7 +106,9 @@ impl SendMessage {
         thread_root: Option<i64>,
         mentions: Option<&[String]>,
     ) -> Result<Self, ApiError> {
+        let attachments = std::mem::take(&mut self.relations.attachments);
         self.relations = fields::relations(reply_to, thread_root, mentions)?;
+        self.relations.attachments = attachments;
         Ok(self)
     }
 
@@ -89,11 +121,14 @@ impl SendMessage {
         fields::body_size(body.value(), body_bytes_max)?;
         let conv_id = path.into_inner()?.conv_id()?;
         let req: SendBody = body.parse()?;
-        Self::new(conv_id, &req.client_msg_id, &req.body, body_bytes_max)?.with_relations(
-            req.reply_to,
-            req.thread_root,
-            req.mentions.as_deref(),
-        )
+        Self::parse(
+            conv_id,
+            &req.client_msg_id,
+            &req.body,
+            body_bytes_max,
+            req.attachments.as_deref(),
+        )?
+        .with_relations(req.reply_to, req.thread_root, req.mentions.as_deref())
     }
 
     /// Takes a token of the device's send budget (`RATE_LIMITED` without one: nothing is

@@ -7,6 +7,7 @@ mod events;
 mod gateways;
 mod health;
 mod me;
+mod media;
 mod members;
 mod messages;
 mod metrics;
@@ -53,6 +54,10 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(relations::edit))
         .routes(routes!(relations::react, relations::unreact))
         .routes(routes!(read::mark))
+        .routes(routes!(media::upload))
+        .routes(routes!(media::download))
+        .routes(routes!(media::thumbnail))
+        .routes(routes!(media::sign_url))
         .routes(routes!(crate::gateway::socket::upgrade))
         .routes(routes!(me::me))
         .routes(routes!(presence::list))

@@ -11,6 +11,7 @@ pub(crate) mod admin;
 pub(crate) mod create;
 pub(crate) mod join;
 pub(crate) mod leave;
+pub(crate) mod media;
 pub(crate) mod membership;
 pub(crate) mod read_mark;
 pub(crate) mod recall;

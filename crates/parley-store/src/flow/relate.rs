@@ -106,7 +106,7 @@ const INSERT_MENTION_SQL: &str = "INSERT INTO mentions (conv_id, user_id, seq)
    SELECT $1, $2, $3 WHERE EXISTS (
      SELECT 1 FROM membership_periods WHERE conv_id = $1 AND user_id = $2 AND to_seq IS NULL)";
 const SET_MESSAGE_RELATIONS_SQL: &str =
-    "UPDATE events SET reply_to = $3, thread_root = $4, mentions = $5
+    "UPDATE events SET reply_to = $3, thread_root = $4, mentions = $5, attachments = $6
       WHERE conv_id = $1 AND seq = $2";
 const THREAD_REPLY_SQL: &str =
     "UPDATE events SET thread_replies = thread_replies + 1, thread_latest_seq = $3
@@ -147,6 +147,8 @@ pub(crate) async fn send_related<B: Backend>(
         reply_target.as_ref(),
         thread_target.as_ref(),
     )?;
+    let attachments =
+        super::media::senders_media(&mut tx, &req.sender_user, &rel.attachments).await?;
     let slot = counter.take_msg();
     let message_id = Uuid::new_v4();
     let msg = NewMessage {
@@ -171,14 +173,27 @@ pub(crate) async fn send_related<B: Backend>(
         .then(|| serde_json::to_string(&mentioned))
         .transpose()
         .map_err(|e| StoreError::Unavailable(format!("mentions: {e}")))?;
+    let attachments_json = (!attachments.is_empty())
+        .then(|| serde_json::to_string(&attachments))
+        .transpose()
+        .map_err(|e| StoreError::Unavailable(format!("attachments: {e}")))?;
     let args = [
         Arg::Text(conv),
         Arg::Int(slot.seq),
         Arg::OptInt(rel.reply_to),
         Arg::OptInt(rel.thread_root),
         Arg::OptText(mentions_json.as_deref()),
+        Arg::OptText(attachments_json.as_deref()),
     ];
     tx.execute(SET_MESSAGE_RELATIONS_SQL, &args).await?;
+    super::media::attach(
+        &mut tx,
+        conv,
+        slot.seq,
+        &attachments,
+        created_at.timestamp_millis(),
+    )
+    .await?;
     if let Some(root) = rel.thread_root {
         let args = [Arg::Text(conv), Arg::Int(root), Arg::Int(slot.seq)];
         tx.execute(THREAD_REPLY_SQL, &args).await?;
@@ -190,6 +205,7 @@ pub(crate) async fn send_related<B: Backend>(
             reply_to: rel.reply_to,
             thread_root: rel.thread_root,
             mentions: mentioned,
+            attachments,
             ..Relations::default()
         }
         .boxed();
@@ -402,6 +418,7 @@ pub(crate) async fn forget_recalled<T: WriteTx>(
     tx.execute(DELETE_REACTIONS_OF_SQL, &args).await?;
     tx.execute(DELETE_MENTIONS_AT_SQL, &args).await?;
     tx.execute(RECALLED_REPLY_SQL, &args).await?;
+    super::media::forget_recalled(tx, conv_id.as_str(), target_seq).await?;
     Ok(())
 }
 
@@ -423,5 +440,6 @@ pub(crate) async fn forget_purged<T: ReadTx>(
     tx.execute(ERASE_PURGED_EDITS_SQL, &args).await?;
     tx.execute(DELETE_PURGED_REACTIONS_SQL, &args).await?;
     tx.execute(DELETE_PURGED_MENTIONS_SQL, &args).await?;
+    super::media::forget_purged(tx, conv_id, through_seq).await?;
     Ok(())
 }

@@ -100,7 +100,7 @@ async fn probe(tx: &mut PgTx<'_>, planned: &[Planned<'_>]) -> Result<Probed, Sto
         "SELECT e.conv_id, e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
                 e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at, e.msg_ordinal,
                 e.reply_to, e.thread_root, e.mentions, e.reaction_key, e.edited_at,
-                e.thread_replies, e.thread_latest_seq
+                e.thread_replies, e.thread_latest_seq, e.attachments
          FROM UNNEST($1::text[], $2::bigint[]) AS t(c, s)
          JOIN events e ON e.conv_id = t.c AND e.seq = t.s",
     )
@@ -152,4 +152,11 @@ async fn recalled_in_unread(
         recalled.insert(r.try_get("i")?, r.try_get("n")?);
     }
     Ok(recalled)
+}
+
+impl crate::flow::media::MediaTx for PgTx<'_> {
+    const LOCK_BLOB_SQL: &'static str =
+        "SELECT sha256 FROM media_blobs WHERE sha256 = $1 FOR UPDATE";
+    const LOCK_UPLOADER_SQL: &'static str =
+        "SELECT user_id FROM users WHERE user_id = $1 FOR UPDATE";
 }

@@ -59,3 +59,8 @@ impl ViewTx for Tx<'_> {
         Ok(counted)
     }
 }
+
+impl crate::flow::media::MediaTx for Tx<'_> {
+    const LOCK_BLOB_SQL: &'static str = "SELECT sha256 FROM media_blobs WHERE sha256 = $1";
+    const LOCK_UPLOADER_SQL: &'static str = "SELECT user_id FROM users WHERE user_id = $1";
+}
