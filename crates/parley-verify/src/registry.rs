@@ -4,8 +4,8 @@
 use futures::future::BoxFuture;
 
 use crate::checks::{
-    access, concurrency, database, gateways, more, realtime, recall, relations, retention, seed,
-    sync_read, Observed,
+    access, concurrency, database, gateways, media, more, realtime, recall, relations, retention,
+    seed, sync_read, Observed,
 };
 use crate::context::Ctx;
 
@@ -235,6 +235,16 @@ pub fn registry() -> Vec<CheckDef> {
             "after the cut: the late edit and the reaction stay at their seqs without body or count; both edits' retries dup (tombstone and log)", Api, None),
         check!("12-mentions-counted", "Mentions of members are counted per member after their read position.",
             "ben 2, cai 1, ana 0; reading past one → 1; recall → 0", Api, boxed!(relations::mentions_counted)),
+        check!("13-upload-stored-once", "Uploads are content-addressed and typed from their bytes.",
+            "one sha256 for the same bytes; the same uploader gets the same media id, another uploader another; sniffed image/png 1x1 whatever was declared; the path stripped from the file name; a text declared image/png 415 MEDIA_TYPE_MISMATCH", Api, boxed!(media::upload_stored_once)),
+        check!("13-media-served-to-readers", "A message's media are served to those who may read it, never run in the browser, and to no one else.",
+            "a reader downloads with ETag, Cache-Control private, nosniff, inline only for raster images (an SVG is an attachment with a sandbox CSP); Range 206, past the end 416, If-None-Match 304; a member who joined later, a stranger and a missing id 404 alike; no token 401; a send naming another's upload 400 and nothing written", Api, boxed!(media::media_served_to_readers)),
+        check!("13-control-media-without-visibility", "Negative control: without the membership check a download is served to a member who joined after the message.",
+            "with no-media-visibility, the store serves a late member the media of a message before their period; without it None (both stores)", TestBuild, None),
+        check!("13-recall-stops-serving", "A recall takes a message's media from everyone, signed URLs included.",
+            "signed url 200 before; after the recall the reader, the sender and the signed url 404; the recalled message lists no attachments", Api, boxed!(media::recall_stops_serving)),
+        check!("13-signed-urls", "Signed URLs need no header and bind their user, variant and expiry.",
+            "url and thumbnail url fetched without a header; another user, variant or expiry 404; a url for a missing id NOT_FOUND", Api, boxed!(media::signed_urls)),
     ]
 }
 

@@ -338,3 +338,10 @@ verify_on_both_stores!(
 );
 verify_on_both_stores!(verify_12_thread_pages, "12-thread-pages");
 verify_on_both_stores!(verify_12_mentions_counted, "12-mentions-counted");
+verify_on_both_stores!(verify_13_upload_stored_once, "13-upload-stored-once");
+verify_on_both_stores!(
+    verify_13_media_served_to_readers,
+    "13-media-served-to-readers"
+);
+verify_on_both_stores!(verify_13_recall_stops_serving, "13-recall-stops-serving");
+verify_on_both_stores!(verify_13_signed_urls, "13-signed-urls");

@@ -121,7 +121,7 @@ pub(crate) async fn register<B: Backend>(
 }
 
 const MEDIA_ROW_SQL: &str = "SELECT media_id, uploader, sha256, size, content_type, \
-     CASE WHEN inline_safe THEN 1 ELSE 0 END AS inline_safe, filename, width, height, \
+     CAST(CASE WHEN inline_safe THEN 1 ELSE 0 END AS BIGINT) AS inline_safe, filename, width, height, \
      thumb_sha256, thumb_size, thumb_content_type FROM media WHERE media_id = $1";
 
 async fn media_row(tx: &mut impl Sql, media_id: &str) -> Result<Option<MediaRecord>, StoreError> {
@@ -160,7 +160,7 @@ fn media_record(r: &impl SqlRow) -> Result<MediaRecord, StoreError> {
 /// Whether `$2` may read the upload `$1`: a message naming it lies in one of their membership
 /// periods and past the conversation's purge point (a recall or a purge deleted the rows of
 /// its messages), or they uploaded it and no message has named it yet.
-const MAY_READ_SQL: &str = "SELECT CASE WHEN EXISTS (
+const MAY_READ_SQL: &str = "SELECT CAST(CASE WHEN EXISTS (
      SELECT 1 FROM attachments a
        JOIN conversations c ON c.conv_id = a.conv_id
        JOIN membership_periods p ON p.conv_id = a.conv_id AND p.user_id = $2
@@ -168,13 +168,13 @@ const MAY_READ_SQL: &str = "SELECT CASE WHEN EXISTS (
         AND (p.to_seq IS NULL OR a.seq <= p.to_seq))
    OR EXISTS (SELECT 1 FROM media m
       WHERE m.media_id = $1 AND m.uploader = $2 AND m.sent_at_ms IS NULL)
-   THEN 1 ELSE 0 END AS may_read";
+   THEN 1 ELSE 0 END AS BIGINT) AS may_read";
 /// The same under the test break `no-media-visibility`: any message naming it will do.
-const MAY_READ_ANY_MEMBER_SQL: &str = "SELECT CASE WHEN EXISTS (
+const MAY_READ_ANY_MEMBER_SQL: &str = "SELECT CAST(CASE WHEN EXISTS (
      SELECT 1 FROM attachments a WHERE a.media_id = $1)
    OR EXISTS (SELECT 1 FROM media m
       WHERE m.media_id = $1 AND m.uploader = $2 AND m.sent_at_ms IS NULL)
-   THEN 1 ELSE 0 END AS may_read";
+   THEN 1 ELSE 0 END AS BIGINT) AS may_read";
 
 /// The upload `media_id` when `viewer` may read it; `None` both when it does not exist and
 /// when they may not (the hidden-target rule).
@@ -202,7 +202,7 @@ pub(crate) async fn readable<B: Backend>(
 }
 
 const SENDERS_MEDIA_SQL: &str = "SELECT media_id, uploader, sha256, size, content_type, \
-     CASE WHEN inline_safe THEN 1 ELSE 0 END AS inline_safe, filename, width, height, \
+     CAST(CASE WHEN inline_safe THEN 1 ELSE 0 END AS BIGINT) AS inline_safe, filename, width, height, \
      thumb_sha256, thumb_size, thumb_content_type FROM media WHERE media_id = $1 AND uploader = $2";
 const INSERT_ATTACHMENT_SQL: &str =
     "INSERT INTO attachments (media_id, conv_id, seq) VALUES ($1, $2, $3)";
@@ -289,9 +289,9 @@ const UNNAMED_BLOBS_SQL: &str = "SELECT b.sha256 FROM media_blobs b
     WHERE NOT EXISTS (SELECT 1 FROM media m WHERE m.sha256 = b.sha256)
       AND NOT EXISTS (SELECT 1 FROM media m WHERE m.thumb_sha256 = b.sha256)
     LIMIT $1";
-const BLOB_NAMED_SQL: &str = "SELECT CASE WHEN EXISTS (
+const BLOB_NAMED_SQL: &str = "SELECT CAST(CASE WHEN EXISTS (
      SELECT 1 FROM media m WHERE m.sha256 = $1 OR m.thumb_sha256 = $1)
-   THEN 1 ELSE 0 END AS named";
+   THEN 1 ELSE 0 END AS BIGINT) AS named";
 const DELETE_BLOB_SQL: &str = "DELETE FROM media_blobs WHERE sha256 = $1";
 
 /// Deletes at most `batch_len_max` uploads that no message names and that were last uploaded

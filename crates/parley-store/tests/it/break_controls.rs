@@ -440,3 +440,26 @@ async fn check_12_control_target_without_visibility() -> Result<()> {
     }
     Ok(())
 }
+
+/// `13-control-media-without-visibility`: with `no-media-visibility`, the download check sees
+/// only that some message names the media, so a member who joined after the message reads it
+/// and `contract::media::late_member_cannot_read` fails. Without the break it passes.
+#[tokio::test]
+async fn check_13_control_media_without_visibility() -> Result<()> {
+    let breaks = Breaks::parse("no-media-visibility")?;
+    let (stores, _held) = guarded_and_broken(breaks).await?;
+    for (kind, guarded, broken) in stores {
+        contract::media::late_member_cannot_read(&*guarded)
+            .await
+            .with_context(|| format!("{kind}: without the break the check must pass"))?;
+        let failed = contract::media::late_member_cannot_read(&*broken)
+            .await
+            .map_err(|e| e.to_string());
+        println!("13-control-media-without-visibility ({kind}): {failed:?}");
+        match failed {
+            Err(e) if e.starts_with("late member") => {}
+            other => bail!("{kind}: the check should fail on the late member, got {other:?}"),
+        }
+    }
+    Ok(())
+}

@@ -465,3 +465,13 @@ async fn check_12_relations_resolve_once() -> Result<()> {
     let fresh = store().await;
     contract::relations::concurrent_relations_resolve_once(fresh.arc()).await
 }
+
+#[tokio::test]
+async fn check_13_media_rules() -> Result<()> {
+    contract::media::media_rules(&*store().await).await
+}
+
+#[tokio::test]
+async fn check_13_late_member_cannot_read() -> Result<()> {
+    contract::media::late_member_cannot_read(&*store().await).await
+}

@@ -292,3 +292,15 @@ async fn check_12_relations_resolve_once() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::relations::concurrent_relations_resolve_once(store).await
 }
+
+#[tokio::test]
+async fn check_13_media_rules() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::media::media_rules(&*store).await
+}
+
+#[tokio::test]
+async fn check_13_late_member_cannot_read() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::media::late_member_cannot_read(&*store).await
+}

@@ -5,6 +5,7 @@ pub mod access;
 pub mod concurrency;
 pub mod database;
 pub mod gateways;
+pub mod media;
 pub mod more;
 pub mod realtime;
 pub mod recall;

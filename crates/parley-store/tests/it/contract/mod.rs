@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod gateway_leases;
+pub mod media;
 pub mod presence;
 pub mod relations;
 
