@@ -2,8 +2,14 @@
 // made through the admin API, Debian's Chromium launched headless through playwright-core,
 // screenshots of each step, and the page actions a person would take.
 
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { spawn } from "node:child_process";
+import {
+  closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync,
+} from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
 import { chromium } from "playwright-core";
 
@@ -23,10 +29,13 @@ function required(name) {
   return value;
 }
 
-export async function admin(method, path, body) {
-  const res = await fetch(BASE_URL + path, {
+// The server scripts/browser.sh started; startServer() makes others.
+const MAIN_SERVER = { url: BASE_URL, adminToken: ADMIN_TOKEN };
+
+export async function admin(method, path, body, server = MAIN_SERVER) {
+  const res = await fetch(server.url + path, {
     method,
-    headers: { Authorization: "Bearer " + ADMIN_TOKEN, "Content-Type": "application/json" },
+    headers: { Authorization: "Bearer " + server.adminToken, "Content-Type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
@@ -35,10 +44,79 @@ export async function admin(method, path, body) {
 }
 
 // A new user with PASSWORD; ids are unique per run so tests never meet each other's state.
-export async function newUser(name) {
+export async function newUser(name, server = MAIN_SERVER) {
   const userId = name + "-" + randomBytes(3).toString("hex");
-  await admin("POST", "/v1/admin/users", { user_id: userId, password: PASSWORD });
+  await admin("POST", "/v1/admin/users", { user_id: userId, password: PASSWORD }, server);
   return userId;
+}
+
+// The `parley` binary scripts/browser.sh runs: PARLEY_BIN, else the debug build of this checkout.
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+export const PARLEY_BIN =
+  process.env.PARLEY_BIN ??
+  join(resolve(REPO, process.env.CARGO_TARGET_DIR ?? "target"), "debug", "parley");
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const probe = createServer();
+    probe.once("error", fail);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address();
+      probe.close(() => ok(port));
+    });
+  });
+}
+
+// Another `parley serve` of PARLEY_BIN with `args` added (for a test that needs other limits),
+// on the embedded store in a temporary directory, on a free port, with an admin token of its
+// own; its log goes to ARTIFACTS/<name>-serve.log. Answers {url, adminToken, log, stop()}, or
+// null when PARLEY_BIN does not exist.
+export async function startServer(name, args) {
+  if (!existsSync(PARLEY_BIN)) return null;
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "parley-web-"));
+  const adminToken = "browser-" + randomBytes(16).toString("hex");
+  const log = join(ARTIFACTS, name + "-serve.log");
+  const out = openSync(log, "w");
+  const child = spawn(
+    PARLEY_BIN,
+    ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", join(dir, "data"), ...args],
+    { env: { ...process.env, PARLEY_ADMIN_TOKEN: adminToken }, stdio: ["ignore", out, out] },
+  );
+  closeSync(out);
+  let exited = null;
+  child.once("exit", (code, signal) => {
+    exited = signal ?? code;
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    if (exited === null) {
+      child.kill("SIGTERM");
+      const deadline = Date.now() + 15000;
+      while (exited === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      if (exited === null) child.kill("SIGKILL");
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    if (exited !== null) {
+      await stop();
+      const tail = readFileSync(log, "utf8").slice(-2000);
+      throw new Error(`${PARLEY_BIN} serve ${args.join(" ")} exited (${exited}):\n${tail}`);
+    }
+    try {
+      if ((await fetch(url + "/readyz")).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`${PARLEY_BIN} serve did not answer /readyz within 60 s`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { url, adminToken, log, stop };
 }
 
 export function launch() {
@@ -83,8 +161,8 @@ export function shooter(testName) {
   };
 }
 
-export async function login(page, userId, password = PASSWORD) {
-  await page.goto(BASE_URL + "/");
+export async function login(page, userId, password = PASSWORD, url = BASE_URL) {
+  await page.goto(url + "/");
   await page.fill("#login-user", userId);
   await page.fill("#login-password", password);
   await page.click("#login-submit");

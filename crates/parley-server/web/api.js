@@ -1,5 +1,7 @@
 // The HTTP API of SPEC §6 with the tab's device token. Every refusal becomes an ApiError with the
 // server's stable code; a 401 on an authenticated call tells the app its session ended.
+// Uploads (docs/MEDIA.md) go through XMLHttpRequest, the one browser API that reports how much
+// of a request body has been sent.
 
 export class ApiError extends Error {
   constructor(status, code, message, retryAfterS = null) {
@@ -39,14 +41,49 @@ export function createApi({ token, onUnauthenticated }) {
       data = null;
     }
     if (!res.ok) {
-      const code = data?.error?.code ?? "HTTP_" + res.status;
-      const message = data?.error?.message ?? res.statusText;
-      const retry = parseInt(res.headers.get("Retry-After") ?? "", 10);
-      const err = new ApiError(res.status, code, message, Number.isFinite(retry) ? retry : null);
+      const err = refusal(res.status, data, res.statusText, res.headers.get("Retry-After"));
       if (res.status === 401 && bearer) onUnauthenticated(err);
       throw err;
     }
     return data;
+  }
+
+  // Sends `file`'s bytes to `POST /v1/media?filename=` (docs/MEDIA.md). `onProgress(sent)`
+  // follows the body as it goes. Answers {promise, abort}: the promise gives the
+  // server's description of the upload ({media_id, sha256, size, content_type, filename,
+  // width?, height?, thumbnail}) or fails with an ApiError (code ABORTED after `abort()`).
+  function upload(file, onProgress) {
+    const xhr = new XMLHttpRequest();
+    const promise = new Promise((resolve, reject) => {
+      const bearer = token();
+      xhr.open("POST", "/v1/media?filename=" + enc(file.name || "file"));
+      if (bearer) xhr.setRequestHeader("Authorization", "Bearer " + bearer);
+      // The server sniffs the type from the bytes; the declared one only makes it refuse a
+      // file that claims to be an image and is not.
+      if (file.type) xhr.setRequestHeader("Content-Type", file.type);
+      xhr.upload.onprogress = (e) => onProgress?.(e.loaded);
+      xhr.onload = () => {
+        let data = null;
+        try {
+          data = JSON.parse(xhr.responseText);
+        } catch {
+          data = null;
+        }
+        if (xhr.status >= 200 && xhr.status < 300 && data?.media_id) {
+          onProgress?.(file.size);
+          resolve(data);
+          return;
+        }
+        const err = refusal(xhr.status, data, xhr.statusText, xhr.getResponseHeader("Retry-After"));
+        if (xhr.status === 401 && bearer) onUnauthenticated(err);
+        reject(err);
+      };
+      xhr.onerror = () => reject(new ApiError(0, "NETWORK", "the server cannot be reached"));
+      xhr.ontimeout = () => reject(new ApiError(0, "TIMEOUT", "the upload took too long"));
+      xhr.onabort = () => reject(new ApiError(0, "ABORTED", "the upload was cancelled"));
+      xhr.send(file);
+    });
+    return { promise, abort: () => xhr.abort() };
   }
 
   const conv = (id) => "/v1/conversations/" + enc(id);
@@ -66,7 +103,9 @@ export function createApi({ token, onUnauthenticated }) {
       for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) q.set(k, v);
       return call("GET", conv(id) + "/events?" + q.toString());
     },
-    send: (id, client_msg_id, body) => call("POST", conv(id) + "/messages", { client_msg_id, body }),
+    // `fields`: the send's optional reply_to, thread_root, mentions and attachments (media ids).
+    send: (id, client_msg_id, body, fields = {}) =>
+      call("POST", conv(id) + "/messages", { client_msg_id, body, ...fields }),
     edit: (id, seq, client_msg_id, body) =>
       call("POST", conv(id) + "/events/" + seq + "/edit", { client_msg_id, body }),
     react: (id, seq, key) => call("PUT", conv(id) + "/events/" + seq + "/reactions/" + enc(key)),
@@ -79,7 +118,20 @@ export function createApi({ token, onUnauthenticated }) {
     setRole: (id, user_id, role) => call("PUT", conv(id) + "/members/" + enc(user_id), { role }),
     // At most PRESENCE_USERS_MAX ids per call (the caller splits longer lists).
     presence: (users) => call("GET", "/v1/presence?users=" + users.map(enc).join(",")),
+    upload,
+    // Signed URLs of a media id, good for a few minutes without a header:
+    // {url, thumbnail_url | null, expires_at}.
+    mediaUrl: (mediaId) => call("POST", "/v1/media/" + enc(mediaId) + "/url"),
   };
+}
+
+// An ApiError from a refusal's status and JSON body (`{error: {code, message}}`, or the code and
+// message at the top level).
+function refusal(status, data, statusText, retryAfter) {
+  const code = data?.error?.code ?? data?.code ?? "HTTP_" + status;
+  const message = data?.error?.message ?? data?.message ?? statusText;
+  const retry = parseInt(retryAfter ?? "", 10);
+  return new ApiError(status, code, message, Number.isFinite(retry) ? retry : null);
 }
 
 // A refusal as a person reads it.
@@ -99,6 +151,13 @@ export function describeError(err) {
       return "Too many requests; try again in " + (err.retryAfterS ?? 1) + " s.";
     case "SOCKET_DOWN": case "SOCKET_CLOSED": case "TIMEOUT":
       return "No answer from the server; try again.";
+    case "MEDIA_TOO_LARGE": return "Too large: " + err.message;
+    case "QUOTA_EXCEEDED": return "No room left for your files: " + err.message;
+    case "MEDIA_TYPE_MISMATCH": return "Not an image the server reads: " + err.message;
+    case "IMAGE_TOO_LARGE": return "The image is too large: " + err.message;
+    case "UPLOAD_INCOMPLETE": return "The upload was cut off; try again.";
+    case "REQUEST_TIMEOUT": return "The upload took too long; try again.";
+    case "ABORTED": return "Cancelled.";
     default: return err.message || err.code;
   }
 }

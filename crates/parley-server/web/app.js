@@ -21,6 +21,12 @@ import { mentionsIn } from "./relations.js";
 
 const SESSION_KEY = "parley.session";
 const DEVICE_KEY = "parley.device";
+// A signed media URL is used until this long before its expiry, then asked for again; and is
+// never kept longer than URL_KEEP_MAX_MS nor less than URL_KEEP_MIN_MS (the expiry is the
+// server's clock, so a tab whose clock runs ahead does not ask again at every use).
+const URL_MARGIN_MS = 30_000;
+const URL_KEEP_MAX_MS = 4 * 60_000;
+const URL_KEEP_MIN_MS = 30_000;
 
 const app = {
   session: null,
@@ -63,6 +69,43 @@ function notice(message) {
   const node = $("notice");
   node.textContent = message ?? "";
   node.hidden = !message;
+}
+
+// Signed URLs of media ids (docs/MEDIA.md), kept per id while they are good: `peek(id)` answers
+// a good one at once or null, `get(id, {renew})` a promise of one (one request per id at a
+// time); each is {url, thumbnailUrl, goodUntil} in this tab's clock.
+function createMediaUrls() {
+  const known = new Map();
+  const asking = new Map();
+  const peek = (id) => {
+    const u = known.get(id);
+    return u && u.goodUntil > Date.now() ? u : null;
+  };
+  const get = (id, { renew = false } = {}) => {
+    if (!renew) {
+      const u = peek(id);
+      if (u) return Promise.resolve(u);
+    }
+    if (asking.has(id)) return asking.get(id);
+    const p = app.api
+      .mediaUrl(id)
+      .then((answer) => {
+        const now = Date.now();
+        const expires = Date.parse(answer.expires_at);
+        const keep = Number.isFinite(expires) ? expires - now - URL_MARGIN_MS : URL_KEEP_MAX_MS;
+        const u = {
+          url: answer.url,
+          thumbnailUrl: answer.thumbnail_url ?? null,
+          goodUntil: now + Math.min(URL_KEEP_MAX_MS, Math.max(URL_KEEP_MIN_MS, keep)),
+        };
+        known.set(id, u);
+        return u;
+      })
+      .finally(() => asking.delete(id));
+    asking.set(id, p);
+    return p;
+  };
+  return { peek, get, clear: () => known.clear() };
 }
 
 app.me = () => ({ user_id: app.session.user_id, device_id: app.session.device_id });
@@ -112,6 +155,7 @@ function enter() {
       };
       if (item.reply_to != null) event.reply_to = item.reply_to;
       if (item.thread_root != null) event.thread_root = item.thread_root;
+      if (item.attachments?.length) event.attachments = item.attachments;
       const mentioned = app.mentionable(item.conv_id, item.body, item.mentions);
       if (mentioned.length) event.mentions = mentioned;
       app.sync.onEvent(event);
@@ -119,6 +163,7 @@ function enter() {
     changed: (convId) => draw("outbox", convId),
   });
   app.readSent = new Map();
+  app.media = createMediaUrls();
   $("whoami").textContent = me.user_id;
   $("logout").hidden = false;
   app.loginView.hide();
@@ -210,6 +255,7 @@ function leave(message) {
   app.conn?.stop();
   app.conn = null;
   app.outbox?.clear();
+  app.media?.clear();
   app.session = null;
   app.openConvId = null;
   sessionStorage.removeItem(SESSION_KEY);
@@ -239,7 +285,8 @@ app.closeConversation = () => {
   app.listView.render();
 };
 
-// `relations`: {reply_to, thread_root, mentions}, each optional (docs/RELATIONS.md).
+// `relations`: {reply_to, thread_root, mentions, attachments}, each optional
+// (docs/RELATIONS.md, docs/MEDIA.md); `attachments` are the uploads' descriptions.
 app.send = (convId, body, relations) => app.outbox.add(convId, body, relations);
 
 // Who a body mentions as the server will keep it: the given ids and the body's `@user` words,
@@ -344,6 +391,15 @@ function start() {
   app.threadPanel = createThreadPanel(app);
   createDialogs(app);
   $("logout").addEventListener("click", () => app.logout());
+  // Files dropped outside a conversation (acceptDrops, composer.js) are not opened by the
+  // browser in place of the page.
+  for (const type of ["dragover", "drop"]) {
+    window.addEventListener(type, (e) => {
+      if (e.defaultPrevented || ![...(e.dataTransfer?.types ?? [])].includes("Files")) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = "none";
+    });
+  }
   app.session = loadSession();
   if (app.session) enter();
   else app.loginView.show();

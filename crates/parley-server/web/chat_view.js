@@ -2,12 +2,15 @@
 // events, pending sends from the outbox), the read position (the highest visible seq while the
 // tab is visible and focused), the composer (composer.js), typing, recall, and the relations of
 // docs/RELATIONS.md: replies quoted above the message, edits, reaction chips and the picker,
-// the reply count of a thread (its replies are shown only in the thread panel).
+// the reply count of a thread (its replies are shown only in the thread panel); files dropped
+// on it go to the composer as attachments (docs/MEDIA.md).
 
 import { $, el, showError } from "./dom.js";
 import { convName, describeEvent, directPeer, lastSeen } from "./format.js";
-import { Composer } from "./composer.js";
-import { messageItem, pendingItem, replaceKeepingFocus } from "./message_view.js";
+import { Composer, acceptDrops } from "./composer.js";
+import {
+  createKeeper, messageItem, pendingItem, replaceKeepingFocus,
+} from "./message_view.js";
 
 // Within this distance of the top, the older page is loaded; of the bottom, the view follows
 // new messages.
@@ -41,6 +44,8 @@ export function createChatView(app) {
   let pickerSeq = null;
   let flashSeq = null;
   let flashTimer = null;
+  // Attachment elements kept across redraws (loaded images, playing audio).
+  const keeper = createKeeper();
 
   function conv() {
     return app.sync.conversations.get(convId);
@@ -52,6 +57,12 @@ export function createChatView(app) {
     context: $("composer-context"),
     suggest: $("composer-suggest"),
     error: sendError,
+    attach: {
+      button: $("composer-attach"),
+      picker: $("composer-files"),
+      tray: $("composer-attachments"),
+      status: $("composer-att-status"),
+    },
     convId: () => convId,
     lastOwn: () => {
       const tl = app.sync.timelines.get(convId);
@@ -75,6 +86,8 @@ export function createChatView(app) {
       flashSeq,
       lookup: (seq) => app.sync.lookup(convId, seq),
       mentionable: (item) => app.mentionable(item.conv_id, item.body, item.mentions),
+      media: app.media,
+      keep: (key, make) => keeper.keep(convId + "|" + key, make),
       onReply: (e) => composer.reply(e),
       onThread: (e) => app.openThread(convId, e.seq),
       onEdit: (e) => composer.edit(e),
@@ -111,6 +124,7 @@ export function createChatView(app) {
       ),
       ...pending.map((i) => pendingItem(i, ctx)),
     ]);
+    keeper.drawn();
     composer.refresh((seq) => app.sync.lookup(convId, seq));
     if (!tl?.loaded) top.textContent = "Loading…";
     else if (tl.nextBefore === null) top.textContent = "Beginning of the conversation";
@@ -177,6 +191,15 @@ export function createChatView(app) {
         return;
       }
     }
+  }
+
+  // The page before the oldest held (scrolling up, or a page too short to scroll).
+  async function loadOlder() {
+    const tl = app.sync.timelines.get(convId);
+    if (!tl?.loaded || tl.nextBefore === null || tl.loadingOlder) return;
+    const p = app.sync.loadOlder(convId);
+    renderTimeline("keep");
+    await p.catch(() => {});
   }
 
   async function recall(seq) {
@@ -257,6 +280,7 @@ export function createChatView(app) {
   window.addEventListener("focus", scheduleRead);
   window.addEventListener("resize", scheduleRead);
   $("back").addEventListener("click", () => app.closeConversation());
+  acceptDrops(pane, () => composer);
 
   return {
     open(id) {
@@ -304,6 +328,7 @@ export function createChatView(app) {
       pane.hidden = true;
       none.hidden = false;
       messages.replaceChildren();
+      keeper.clear();
       composer.reset();
     },
     jump: (seq) => jump(seq),

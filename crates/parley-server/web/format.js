@@ -30,6 +30,41 @@ export function lastSeen(state) {
   return state.last_seen ? "last seen " + clock(state.last_seen) : "offline";
 }
 
+// A byte count as a person reads it: 812 B, 48.2 KB, 3.1 MB (powers of 1024).
+export function humanSize(bytes) {
+  const n = Number(bytes);
+  if (!Number.isFinite(n) || n < 0) return "";
+  if (n < 1024) return n + " B";
+  const units = ["KB", "MB", "GB", "TB"];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return (v >= 100 ? Math.round(v) : v.toFixed(1).replace(/\.0$/, "")) + " " + units[i];
+}
+
+// A short tag for a file's icon: its name's extension (up to 4 letters) or its kind.
+export function fileTag(name = "", type = "") {
+  const m = /\.([A-Za-z0-9]{1,4})$/.exec(name);
+  if (m) return m[1].toUpperCase();
+  const kinds = { image: "IMG", audio: "AUD", video: "VID", text: "TXT" };
+  return kinds[type.split("/")[0]] ?? "FILE";
+}
+
+// What a message holds, in one line: its body, or its attachments when it has no text
+// ("Image: plan.png", "File: notes.txt", "3 files").
+export function messageText(body, attachments) {
+  if (body) return body;
+  const list = attachments ?? [];
+  if (list.length === 0) return "";
+  if (list.length > 1) return list.length + " files";
+  const kinds = { image: "Image", audio: "Audio", video: "Video" };
+  const kind = kinds[(list[0].content_type ?? "").split("/")[0]] ?? "File";
+  return kind + ": " + (list[0].filename || "unnamed");
+}
+
 // One line about an event, for the list's preview and system lines.
 export function describeEvent(e, me) {
   if (!e) return "";
@@ -37,7 +72,7 @@ export function describeEvent(e, me) {
   switch (e.kind) {
     case "msg":
       if (e.recalled) return who(e.sender_user) + ": message recalled";
-      return who(e.sender_user) + ": " + (e.body ?? "");
+      return who(e.sender_user) + ": " + messageText(e.body, e.attachments);
     case "recall":
       return who(e.sender_user) + " recalled a message";
     case "edit":

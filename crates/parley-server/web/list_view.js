@@ -3,7 +3,7 @@
 // preview, and the peer's presence for a direct chat.
 
 import { $, el } from "./dom.js";
-import { convName, describeEvent, directPeer } from "./format.js";
+import { convName, describeEvent, directPeer, messageText } from "./format.js";
 
 function activity(conv) {
   return conv.last_event?.created_at ?? "";
@@ -19,9 +19,9 @@ export function createListView(app) {
     const state = peer ? app.presence.status(peer) : null;
     const unread = Math.max(0, conv.unread ?? 0);
     const mentions = Math.max(0, conv.mentions ?? 0);
-    const pending = app.outbox.forConv(conv.conv_id).length;
-    const preview = pending
-      ? "you: " + app.outbox.forConv(conv.conv_id).at(-1).body + " (pending)"
+    const last = app.outbox.forConv(conv.conv_id).at(-1);
+    const preview = last
+      ? "you: " + messageText(last.body, last.attachments) + " (pending)"
       : describeEvent(conv.last_event, me);
     const button = el(
       "button",

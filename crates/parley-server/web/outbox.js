@@ -40,7 +40,8 @@ export class Outbox {
     sessionStorage.setItem(STORAGE_KEY, JSON.stringify(this.items));
   }
 
-  // `relations`: the send's `reply_to`, `thread_root` and `mentions` (docs/RELATIONS.md), each
+  // `relations`: the send's `reply_to`, `thread_root` and `mentions` (docs/RELATIONS.md) and
+  // `attachments` (the uploads' descriptions, docs/MEDIA.md; their media ids are sent), each
   // optional; they go again with every retry, so the request stays the same.
   add(convId, body, relations = {}) {
     const item = {
@@ -53,6 +54,7 @@ export class Outbox {
     if (relations.reply_to != null) item.reply_to = relations.reply_to;
     if (relations.thread_root != null) item.thread_root = relations.thread_root;
     if (relations.mentions?.length) item.mentions = relations.mentions;
+    if (relations.attachments?.length) item.attachments = relations.attachments;
     this.items.push(item);
     this.save();
     this.changed(convId);
@@ -102,6 +104,7 @@ export class Outbox {
           for (const k of ["reply_to", "thread_root", "mentions"]) {
             if (next[k] != null) frame[k] = next[k];
           }
+          if (next.attachments?.length) frame.attachments = next.attachments.map((a) => a.media_id);
           const ack = await conn.request(frame);
           this.remove(next.client_msg_id);
           this.acked(next, ack);

@@ -18,7 +18,8 @@ export function foldedThrough(events, asOf) {
 }
 
 // Applies one event of the log to the messages of `map` (seq -> message) that it changes:
-// an edit's body, a reaction's count, a recall's erasure, a thread reply's count on its root.
+// an edit's body, a reaction's count, a recall's erasure (body, reactions, attachments), a
+// thread reply's count on its root.
 // `me` is the reader's user id (for a reaction's `me`).
 export function applyRelation(map, e, me) {
   const target = e.target_seq != null ? map.get(e.target_seq) : undefined;
@@ -63,6 +64,7 @@ export function applyRelation(map, e, me) {
       }
       delete target.body;
       delete target.reactions;
+      delete target.attachments;
       target.recalled = true;
       return;
     }

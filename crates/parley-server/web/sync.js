@@ -116,6 +116,7 @@ export class Sync {
       if (had?.recalled && e.kind === "msg") {
         e.recalled = true;
         delete e.body;
+        delete e.attachments;
       }
       // A message held folded as of a later moment stays.
       if (!(had && e.kind === "msg" && (had.asOf ?? 0) > (e.asOf ?? 0))) tl.events.set(e.seq, e);

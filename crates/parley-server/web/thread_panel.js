@@ -1,12 +1,14 @@
 // The thread panel: a thread's root and its replies (`GET …/events?thread=ROOT`, older replies
 // on demand), kept live by every event the conversation's timeline takes in (sync.js views),
-// with a composer that sends with `thread_root`. Replies are shown here only, not in the main
-// timeline, where the root shows how many there are.
+// with a composer that sends with `thread_root` (and takes files dropped on the panel). Replies
+// are shown here only, not in the main timeline, where the root shows how many there are.
 
 import { $, el, showError } from "./dom.js";
 import { convName } from "./format.js";
-import { Composer } from "./composer.js";
-import { messageItem, pendingItem, replaceKeepingFocus } from "./message_view.js";
+import { Composer, acceptDrops } from "./composer.js";
+import {
+  createKeeper, messageItem, pendingItem, replaceKeepingFocus,
+} from "./message_view.js";
 
 const PAGE_LEN = 50;
 const NEAR_BOTTOM_PX = 60;
@@ -25,6 +27,8 @@ export function createThreadPanel(app) {
   let pickerSeq = null;
   let flashSeq = null;
   let flashTimer = null;
+  // Attachment elements kept across redraws (loaded images, playing audio).
+  const keeper = createKeeper();
 
   const composer = new Composer(app, {
     form: $("thread-composer"),
@@ -32,6 +36,12 @@ export function createThreadPanel(app) {
     context: $("thread-context"),
     suggest: $("thread-suggest"),
     error,
+    attach: {
+      button: $("thread-attach"),
+      picker: $("thread-files"),
+      tray: $("thread-attachments"),
+      status: $("thread-att-status"),
+    },
     convId: () => state?.convId ?? null,
     threadRoot: () => state?.root ?? null,
     lastOwn: () => {
@@ -61,6 +71,8 @@ export function createThreadPanel(app) {
       flashSeq,
       lookup: (seq) => app.sync.lookup(convId, seq),
       mentionable: (item) => app.mentionable(item.conv_id, item.body, item.mentions),
+      media: app.media,
+      keep: (key, make) => keeper.keep(convId + "|" + key, make),
       onReply: () => {},
       onThread: () => {},
       onEdit: (e) => composer.edit(e),
@@ -118,6 +130,7 @@ export function createThreadPanel(app) {
     );
     items.push(...shown.map((e) => messageItem(e, ctx)), ...pending.map((i) => pendingItem(i, ctx)));
     replaceKeepingFocus(list, items);
+    keeper.drawn();
     older.hidden = !state.loaded || state.nextBefore === null;
     older.disabled = !!state.loadingOlder;
     composer.refresh((seq) => app.sync.lookup(state.convId, seq));
@@ -159,6 +172,7 @@ export function createThreadPanel(app) {
     document.body.classList.remove("show-thread");
     composer.reset();
     list.replaceChildren();
+    keeper.clear();
   }
 
   async function open(convId, root, focusSeq) {
@@ -197,6 +211,7 @@ export function createThreadPanel(app) {
     s.loadingOlder = false;
     if (state === s) render("keep");
   });
+  acceptDrops(panel, () => composer);
   $("thread-close").addEventListener("click", () => {
     close();
     $("composer-input").focus();
