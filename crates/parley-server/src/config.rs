@@ -71,7 +71,14 @@ pub struct MediaLimits {
     pub grace_ms: u64,
     /// How long a signed media URL stays good.
     pub url_ttl_ms: u64,
+    /// An upload with no byte of its body for this long is given up (408): a slow client may
+    /// take minutes over a large file, but a silent one holds a task and a part file for
+    /// nothing.
+    pub chunk_idle_ms: u64,
 }
+
+/// Default idle limit of an upload's body.
+pub const MEDIA_CHUNK_IDLE_MS_DEFAULT: u64 = 15_000;
 
 /// Default grace of an upload no message names: a day, time enough to send it.
 pub const MEDIA_GRACE_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
@@ -85,6 +92,7 @@ impl Default for MediaLimits {
             quota_bytes: None,
             grace_ms: MEDIA_GRACE_MS_DEFAULT,
             url_ttl_ms: MEDIA_URL_TTL_MS_DEFAULT,
+            chunk_idle_ms: MEDIA_CHUNK_IDLE_MS_DEFAULT,
         }
     }
 }
@@ -100,7 +108,7 @@ pub struct ConnectionLimits {
     /// A request body must arrive in full within this time of its head.
     pub body_timeout_ms: u64,
     /// The body of an upload (`POST /v1/media`) must arrive in full within this time: files
-    /// are larger than requests, and the upload also stops after `MEDIA_CHUNK_IDLE_MS`
+    /// are larger than requests, and the upload also stops after `MediaLimits::chunk_idle_ms`
     /// without a byte (docs/MEDIA.md).
     pub media_body_timeout_ms: u64,
     /// A keep-alive connection with no request started for this long is closed.

@@ -67,6 +67,9 @@ pub enum ApiError {
     UploadIncomplete,
     #[error("the upload stalled or took too long; nothing was kept")]
     RequestTimeout,
+    /// The file is `len` bytes; the range asked for lies outside it.
+    #[error("the range lies outside the file of {len} bytes")]
+    RangeNotSatisfiable { len: u64 },
     #[error("the cursor belongs to another epoch of this conversation")]
     EpochChanged,
     /// Over the device's rate; it may ask again after `retry_after_ms`.
@@ -115,6 +118,7 @@ impl ApiError {
             Self::ImageTooLarge { .. } => ErrorCode::ImageTooLarge,
             Self::UploadIncomplete => ErrorCode::UploadIncomplete,
             Self::RequestTimeout => ErrorCode::RequestTimeout,
+            Self::RangeNotSatisfiable { .. } => ErrorCode::RangeNotSatisfiable,
             Self::EpochChanged => ErrorCode::EpochChanged,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::MethodNotAllowed => return None,
@@ -198,6 +202,11 @@ impl IntoResponse for ApiError {
         }
         let body = ErrorBody::new(self.code(), self.to_string());
         let mut response = (self.status(), Json(body)).into_response();
+        if let Self::RangeNotSatisfiable { len } = &self {
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
+                response.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+        }
         if let Some(ms) = self.retry_after_ms() {
             // `Retry-After` counts whole seconds: rounded up, so a client that waits it is
             // never early.
@@ -277,6 +286,11 @@ mod tests {
             ),
             (ApiError::UploadIncomplete, "UPLOAD_INCOMPLETE", 400),
             (ApiError::RequestTimeout, "REQUEST_TIMEOUT", 408),
+            (
+                ApiError::RangeNotSatisfiable { len: 1 },
+                "RANGE_NOT_SATISFIABLE",
+                416,
+            ),
         ];
         for (err, code, status) in cases {
             assert_eq!(err.code(), code);

@@ -88,6 +88,8 @@ error_codes! {
     UploadIncomplete = UPLOAD_INCOMPLETE, 400;
     /// An upload's body stalled or took longer than the server allows.
     RequestTimeout = REQUEST_TIMEOUT, 408;
+    /// A download's `Range` lies outside the file.
+    RangeNotSatisfiable = RANGE_NOT_SATISFIABLE, 416;
     /// Over a per-device limit.
     RateLimited = RATE_LIMITED, 429;
     /// The store did not confirm the commit; retry with the same `client_msg_id`.
@@ -165,7 +167,7 @@ mod tests {
 
     /// SPEC §6's table, written out by hand so that a changed row in the macro's table fails,
     /// with the codes added beside it (415, and the gateway's `LEASE_EXPIRED`).
-    const SPEC_TABLE: [(&str, u16); 26] = [
+    const SPEC_TABLE: [(&str, u16); 27] = [
         ("BAD_REQUEST", 400),
         ("UNSUPPORTED_MEDIA_TYPE", 415),
         ("BODY_TOO_LARGE", 413),
@@ -188,6 +190,7 @@ mod tests {
         ("IMAGE_TOO_LARGE", 422),
         ("UPLOAD_INCOMPLETE", 400),
         ("REQUEST_TIMEOUT", 408),
+        ("RANGE_NOT_SATISFIABLE", 416),
         ("RATE_LIMITED", 429),
         ("OUTCOME_UNKNOWN", 503),
         ("UNAVAILABLE", 503),
@@ -232,6 +235,7 @@ mod tests {
             code::IMAGE_TOO_LARGE,
             code::UPLOAD_INCOMPLETE,
             code::REQUEST_TIMEOUT,
+            code::RANGE_NOT_SATISFIABLE,
             code::RATE_LIMITED,
             code::OUTCOME_UNKNOWN,
             code::UNAVAILABLE,

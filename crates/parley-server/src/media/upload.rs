@@ -16,10 +16,6 @@ use super::media_error;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// An upload with no byte of its body for this long is given up (408): a slow client may take
-/// minutes over a large file, but a silent one holds a task and a part file for nothing.
-pub const MEDIA_CHUNK_IDLE_MS: u64 = 15_000;
-
 /// What the client says of an upload beside its bytes.
 pub struct UploadHead {
     /// The declared type; only an `image/*` claim is checked against the bytes.
@@ -47,7 +43,7 @@ pub async fn upload(
     let timed_out = Arc::new(AtomicBool::new(false));
     let stream = idle_bounded(
         body.into_data_stream(),
-        Duration::from_millis(MEDIA_CHUNK_IDLE_MS),
+        Duration::from_millis(limits.chunk_idle_ms.max(1)),
         timed_out.clone(),
     );
     let staged = media

@@ -119,7 +119,8 @@ pub async fn upload(
             body = ErrorBody),
         (status = 404, description = "`NOT_FOUND`: no such media, or not for the caller \
             (one answer), or a wrong or expired signature.", body = ErrorBody),
-        (status = 416, description = "The range lies outside the file."),
+        (status = 416, description = "`RANGE_NOT_SATISFIABLE`: the range lies outside the \
+            file; `Content-Range: bytes */LEN`.", body = ErrorBody),
         (status = 503, description = "`UNAVAILABLE`.", body = ErrorBody),
     )
 )]
@@ -354,12 +355,7 @@ async fn serve(
     let (status, span) = match wanted(range, len) {
         Wanted::Whole => (StatusCode::OK, None),
         Wanted::Part { start, end } => (StatusCode::PARTIAL_CONTENT, Some(start..end)),
-        Wanted::Unsatisfiable => {
-            if let Some(v) = value(&format!("bytes */{len}")) {
-                common.insert(header::CONTENT_RANGE, v);
-            }
-            return Ok((StatusCode::RANGE_NOT_SATISFIABLE, common).into_response());
-        }
+        Wanted::Unsatisfiable => return Err(ApiError::RangeNotSatisfiable { len }),
     };
     let blob = backend
         .read(&blob_id, span.clone())

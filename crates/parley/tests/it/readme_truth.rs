@@ -509,16 +509,16 @@ fn a_doctored_api_table_is_reported() {
     let extra = doctored(
         row,
         Some(&format!(
-            "{line}\n| `POST /v1/media` | upload | {AVAILABLE} |"
+            "{line}\n| `POST /v1/unserved` | nothing | {AVAILABLE} |"
         )),
     );
     let errors = compare_api(&extra, &document);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
-        errors[0].contains("row `POST /v1/media`: marked \"available\""),
+        errors[0].contains("row `POST /v1/unserved`: marked \"available\""),
         "{errors:?}"
     );
-    let planned = extra.replace("| upload | available |", "| upload | not yet |");
+    let planned = extra.replace("| nothing | available |", "| nothing | not yet |");
     assert_eq!(compare_api(&planned, &document), Vec::<String>::new());
     // An operation added to the server, as another route of the document.
     let mut grown = document.clone();
