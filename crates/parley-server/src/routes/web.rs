@@ -19,9 +19,10 @@ use parley_wire::ErrorBody;
 use crate::error::ApiError;
 
 /// The page's policy: nothing inline, nothing from another origin, no framing, no forms posted
-/// anywhere. `img-src data:` lets the stylesheet draw small inline images.
+/// anywhere. `img-src data:` lets the stylesheet draw small inline images; `media-src 'self'`
+/// lets voice notes and other audio attachments play from their signed URLs.
 pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 'self'; \
-    style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+    style-src 'self'; img-src 'self' data:; media-src 'self'; connect-src 'self'; base-uri 'none'; \
     form-action 'none'; frame-ancestors 'none'";
 
 /// Every asset is revalidated before use (with its ETag, so usually a 304 without a body).
