@@ -15,6 +15,7 @@ mod http_contract;
 mod http_precedence;
 mod input_rules;
 mod lease_expiry;
+mod media_edges;
 mod membership_churn;
 mod metrics;
 mod nats_bus;
