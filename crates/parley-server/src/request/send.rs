@@ -89,8 +89,10 @@ impl SendMessage {
         }
         let client_msg_id = fields::client_msg_id(client_msg_id)?;
         let body = fields::caption(body, body_bytes_max)?;
-        let mut relations = SendRelations::default();
-        relations.attachments = fields::attachments(attachments)?;
+        let relations = SendRelations {
+            attachments: fields::attachments(attachments)?,
+            ..SendRelations::default()
+        };
         Ok(Self {
             conv_id,
             client_msg_id,

@@ -58,7 +58,7 @@ async fn fetch(
     Ok((status, headers, body.to_vec()))
 }
 
-fn head<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn head(h: &HeaderMap, name: header::HeaderName) -> &str {
     h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 
