@@ -9,12 +9,17 @@
 //! `reconnect-storm`) runs through simulated devices, each an SDK realtime session; every
 //! device's deliveries are checked against the acks through a final sync. `harness.rs` runs
 //! their phases; each scenario's file holds only what is its own.
+//!
+//! Scenario `media` (`media.rs`): attachments' upload and download throughput against the raw
+//! disk in the same run, the server's memory under concurrent large uploads, and the media
+//! sweep's deletion rate.
 
 mod connections;
 mod cpu;
 mod fanout;
 mod fixtures;
 mod large_group;
+mod media;
 mod online_groups;
 mod push_latency;
 mod report;
@@ -74,6 +79,9 @@ pub enum Scenario {
     Connections,
     /// Push groups of 1,000 online members at a steady rate: server CPU per delivered frame.
     Fanout,
+    /// Attachments: upload and download throughput against the raw disk, the server's memory
+    /// under concurrent large uploads (--server-pid), and the media sweep's deletion rate.
+    Media,
 }
 
 /// How the gateways the benchmark starts pass committed events to each other.
@@ -162,6 +170,8 @@ pub struct BenchArgs {
     pub large_group: large_group::LargeGroupArgs,
     #[command(flatten)]
     pub fanout: FanoutArgs,
+    #[command(flatten)]
+    pub media: media::MediaArgs,
     /// Seconds of load (load-model scenarios).
     #[arg(long, default_value_t = 30)]
     pub duration: u64,
@@ -232,5 +242,6 @@ async fn run(args: &BenchArgs, t: &Target) -> anyhow::Result<()> {
         }
         Scenario::Connections => connections::run(args, t).await,
         Scenario::Fanout => fanout::run(args, t).await,
+        Scenario::Media => media::run(args, t).await,
     }
 }
