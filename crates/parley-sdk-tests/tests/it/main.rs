@@ -7,6 +7,7 @@ mod deliveries;
 mod examples;
 mod gateway_failover;
 mod identity;
+mod media;
 mod realtime_against_server;
 mod receive_loop;
 mod relations;
