@@ -17,7 +17,7 @@ use crate::{Blob, BlobId, MediaError, Staged, Thumbnail};
 const BLOBS_DIR: &str = "blobs";
 const PARTS_DIR: &str = "parts";
 /// Bytes read from a blob's file at a time when it is served.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+const READ_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Blobs on the local filesystem (the embedded default: `--data-dir/media`).
 #[derive(Debug, Clone)]

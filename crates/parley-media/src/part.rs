@@ -70,6 +70,9 @@ impl Drop for Part {
     }
 }
 
+/// Bytes gathered before one write to a part file.
+const PART_WRITE_BUFFER_BYTES: usize = 1024 * 1024;
+
 /// Streams `body` into a new part file in `dir` and examines it (see [`crate::MediaBackend::stage`]).
 pub(crate) async fn stage<S, E>(
     dir: &Path,
@@ -108,7 +111,10 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut file = create_private(path).await?;
+    // A body arrives in chunks of a few kilobytes; each write of a `tokio::fs::File` is a trip
+    // to the blocking pool, so the chunks are gathered into writes of a buffer's size.
+    let mut file =
+        tokio::io::BufWriter::with_capacity(PART_WRITE_BUFFER_BYTES, create_private(path).await?);
     let mut hasher = Sha256::new();
     let mut head: Vec<u8> = Vec::with_capacity(SNIFF_BYTES_MAX);
     let mut size: u64 = 0;
@@ -126,7 +132,8 @@ where
         file.write_all(&chunk).await?;
     }
     let sniffed = sniff(&head, declared)?;
-    file.sync_all().await?;
+    file.flush().await?;
+    file.get_ref().sync_all().await?;
     let id = BlobId(hex::encode(hasher.finalize()));
     Ok((id, size, sniffed))
 }
