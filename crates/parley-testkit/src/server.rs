@@ -166,6 +166,14 @@ impl TestServer {
         Self::launch(backing, store, served, sql, None, config).await
     }
 
+    /// Like [`TestServer::start_on`], with the media kept by the object-store backend (its
+    /// local-filesystem store, `file://`) instead of the media directory's own files: what a
+    /// deployment with `--media-url` runs.
+    pub async fn start_with_object_media(kind: StoreKind, config: ServerConfig) -> TestServer {
+        let (backing, store, sql) = fresh_store(kind).await;
+        Self::launch_with(backing, store.clone(), store, sql, None, config, true).await
+    }
+
     /// Starts `count` servers on one fresh PostgreSQL database, each a gateway with a
     /// [`PgBus`] of its own, so what a write on one does reaches the devices connected to the
     /// others. They share `config` and one admin token; their gateway ids are the config's
@@ -243,7 +251,20 @@ impl TestServer {
         served: Arc<dyn Store>,
         sql: Sql,
         pg: Option<NodeBus>,
+        config: ServerConfig,
+    ) -> TestServer {
+        Self::launch_with(backing, store, served, sql, pg, config, false).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn launch_with(
+        backing: Backing,
+        store: Arc<dyn Store>,
+        served: Arc<dyn Store>,
+        sql: Sql,
+        pg: Option<NodeBus>,
         mut config: ServerConfig,
+        object_media: bool,
     ) -> TestServer {
         if config.admin_token.is_empty() {
             config.admin_token = random_admin_token();
@@ -255,9 +276,16 @@ impl TestServer {
         };
         let media_dir =
             tempfile::tempdir().unwrap_or_else(|e| panic!("cannot make a media directory: {e}"));
-        let (media, _) = parley_media::MediaBackend::open_fs(media_dir.path())
-            .await
-            .unwrap_or_else(|e| panic!("cannot open the media directory: {e}"));
+        let opened = if object_media {
+            let objects = media_dir.path().join("objects");
+            std::fs::create_dir_all(&objects)
+                .unwrap_or_else(|e| panic!("cannot make the object directory: {e}"));
+            let url = format!("file://{}", objects.display());
+            parley_media::MediaBackend::open_url(&url, &media_dir.path().join("parts")).await
+        } else {
+            parley_media::MediaBackend::open_fs(media_dir.path()).await
+        };
+        let (media, _) = opened.unwrap_or_else(|e| panic!("cannot open the media storage: {e}"));
         let state = AppState::new(served, bus.clone(), config).with_media(media);
 
         let listener = TcpListener::bind("127.0.0.1:0")

@@ -337,3 +337,68 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    the_object_store_backend_serves_the_same
+);
+/// With the object-store backend (its local filesystem, as `--media-url file://…`), an upload
+/// is served whole and by range, its thumbnail made and stored, and an unsent one swept.
+async fn the_object_store_backend_serves_the_same(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_with_object_media(store, config()).await;
+    let ana = server.user_with_device("u-ana").await;
+    ana.create_conversation(
+        &parley_client::NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"),
+    )
+    .await?;
+    let png = ana
+        .upload(parley_verify::PNG_1X1.to_vec(), Some("dot.png"), None)
+        .await?;
+    ensure!(png.thumbnail, "no thumbnail: {png:?}");
+    ana.send_with(
+        "c-1",
+        "m-1",
+        "",
+        &parley_client::SendOptions {
+            attachments: Some(vec![png.media_id.clone()]),
+            ..Default::default()
+        },
+    )
+    .await?;
+    ensure!(
+        ana.download(&png.media_id).await?[..] == parley_verify::PNG_1X1[..],
+        "bytes differ"
+    );
+    ensure!(
+        !ana.thumbnail(&png.media_id).await?.is_empty(),
+        "empty thumbnail"
+    );
+    let part = reqwest::Client::new()
+        .get(format!("{}/v1/media/{}", server.base_url(), png.media_id))
+        .bearer_auth(ana.token())
+        .header("range", "bytes=0-7")
+        .send()
+        .await?;
+    ensure!(part.status() == 206, "range: {}", part.status());
+    ensure!(
+        part.bytes().await?[..] == parley_verify::PNG_1X1[..8],
+        "range bytes differ"
+    );
+    let objects = server.media_dir().join("objects");
+    let stored = files_under(&objects).len();
+    ensure!(
+        stored == 2,
+        "objects stored: {stored} (want the png and its thumbnail)"
+    );
+    let gone = ana.upload(b"swept bytes".to_vec(), None, None).await?;
+    let deadline = Instant::now() + ANSWER_WAIT;
+    while !matches!(ana.download(&gone.media_id).await, Err(e) if e.status() == Some(404)) {
+        ensure!(
+            Instant::now() < deadline,
+            "the unsent upload was never swept"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    settles_to(&objects, 2).await?;
+    Ok(())
+}
