@@ -151,6 +151,8 @@ pub struct ServerProcess {
     /// Environment variables beside the test's own.
     env: Vec<(String, String)>,
     child: Option<Child>,
+    /// The data directory of a process on PostgreSQL (its media), removed with the value.
+    scratch: TempDir,
 }
 
 impl ServerProcess {
@@ -228,6 +230,8 @@ impl ServerProcess {
             args,
             env: Vec::new(),
             child: None,
+            scratch: tempfile::tempdir()
+                .unwrap_or_else(|e| panic!("cannot make a scratch directory: {e}")),
         }
     }
 
@@ -371,7 +375,11 @@ impl ServerProcess {
             .stdout(Stdio::null());
         match &self.data {
             Data::Dir(dir) => command.arg("--data-dir").arg(dir.path()),
-            Data::Postgres(db) => command.arg("--database-url").arg(db.url()),
+            Data::Postgres(db) => command
+                .arg("--database-url")
+                .arg(db.url())
+                .arg("--data-dir")
+                .arg(self.scratch.path()),
         };
         let mut child = command
             .spawn()

@@ -342,6 +342,13 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
 async fn open_media(args: &ServeArgs) -> anyhow::Result<parley_media::MediaBackend> {
     let dir = args.store_dir().join("media");
     data_dir::ensure_dir(&args.store_dir())?;
+    if args.media_url.is_none() && args.bus != BusKind::Local {
+        // Gateways of one deployment serve each other's messages, so they must share the bytes.
+        tracing::warn!(
+            "media are kept in this gateway's data directory; give every gateway the same \
+             --media-url so each can serve every attachment"
+        );
+    }
     let (backend, swept) = match &args.media_url {
         Some(url) => parley_media::MediaBackend::open_url(url, &dir.join("parts")).await?,
         None => parley_media::MediaBackend::open_fs(&dir).await?,

@@ -168,3 +168,65 @@ async fn generated_admin_token_is_printed_once_and_reused() -> Result<()> {
     }
     Ok(())
 }
+
+/// A server killed with SIGKILL in the middle of an upload leaves a part file; the next start
+/// sweeps it, no media is visible and no blob was written. An upload acked before the kill is
+/// served after it (the embedded store, whose media are in its data directory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_kill_9_mid_upload_leaves_nothing() -> Result<()> {
+    use tokio::io::AsyncWriteExt;
+
+    let mut server = ServerProcess::start_on(env!("CARGO_BIN_EXE_parley"), StoreKind::Sqlite).await;
+    let data = server
+        .data_dir()
+        .context("an embedded server has a data directory")?
+        .to_owned();
+    let admin = server.admin();
+    admin.create_user("u-ana", None).await?;
+    let token = admin.create_device("u-ana", "d1").await?;
+    let ana = admin.device_client(&token);
+    let kept = ana
+        .upload(b"acked before the kill".to_vec(), Some("k.txt"), None)
+        .await?;
+
+    let mut upload = tokio::net::TcpStream::connect(server.addr()).await?;
+    let head = format!(
+        "POST /v1/media HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\n\
+         Content-Length: 1000000\r\n\r\n"
+    );
+    upload.write_all(head.as_bytes()).await?;
+    upload.write_all(&[9u8; 200_000]).await?;
+    let parts = data.join("media").join("parts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&parts)?.count() == 0 {
+        ensure!(
+            Instant::now() < deadline,
+            "no part file while the upload runs"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.kill();
+    ensure!(
+        std::fs::read_dir(&parts)?.count() == 1,
+        "the killed upload left no part file to sweep"
+    );
+    server.restart().await;
+    ensure!(
+        std::fs::read_dir(&parts)?.count() == 0,
+        "the part file survived the restart"
+    );
+    let blobs: usize = std::fs::read_dir(data.join("media").join("blobs"))?
+        .flatten()
+        .map(|shard| std::fs::read_dir(shard.path()).map_or(0, |d| d.count()))
+        .sum();
+    ensure!(
+        blobs == 1,
+        "blobs after the restart: {blobs} (want the acked upload's only)"
+    );
+    let ana = server.admin().device_client(&token);
+    ensure!(
+        ana.download(&kept.media_id).await?[..] == b"acked before the kill"[..],
+        "the acked upload is gone"
+    );
+    Ok(())
+}
