@@ -475,3 +475,8 @@ async fn check_13_media_rules() -> Result<()> {
 async fn check_13_late_member_cannot_read() -> Result<()> {
     contract::media::late_member_cannot_read(&*store().await).await
 }
+
+#[tokio::test]
+async fn check_13_purge_takes_media() -> Result<()> {
+    contract::media::purge_takes_media(&*store().await).await
+}

@@ -304,3 +304,9 @@ async fn check_13_late_member_cannot_read() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::media::late_member_cannot_read(&*store).await
 }
+
+#[tokio::test]
+async fn check_13_purge_takes_media() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::media::purge_takes_media(&*store).await
+}

@@ -196,3 +196,37 @@ pub async fn media_rules(store: &dyn Store) -> Result<()> {
     );
     Ok(())
 }
+
+/// A purge takes the media of the messages it deletes: no reader is served them after it, and
+/// no message names them any more, so the sweep may delete them.
+pub async fn purge_takes_media(store: &dyn Store) -> Result<()> {
+    let ana = user(store, "u-ana").await?;
+    let ben = user(store, "u-ben").await?;
+    let mut req = new_conv(&ana, ConvKind::Group, Some("c-ret"), &[&ben]);
+    req.retention_ms = Some(super::RETENTION_TEST_MS);
+    let conv = store.create_conversation(&req).await?.conv_id;
+    let old = store.register_media(&upload(&ana, 'c', 10, 1_000)).await?;
+    let seq = send_media(store, &conv, &ana, "m-1", &[&old.media_id]).await?;
+    ensure!(
+        store.readable_media(&old.media_id, &ben).await?.is_some(),
+        "ben cannot read before the purge"
+    );
+    let cut_at = chrono::Utc::now()
+        + chrono::Duration::milliseconds(super::RETENTION_TEST_MS)
+        + chrono::Duration::seconds(1);
+    let report = store.purge_batch(cut_at, 100).await?;
+    ensure!(
+        report.events_deleted >= 3,
+        "purge {report:?} (message at {seq})"
+    );
+    for who in [&ana, &ben] {
+        ensure!(
+            store.readable_media(&old.media_id, who).await?.is_none(),
+            "{who} reads the media of a purged message"
+        );
+    }
+    let noop = |_: String| -> BlobRemover { Box::new(|| Box::pin(async { Ok(()) })) };
+    let swept = store.sweep_media(i64::MAX, 100, &noop).await?;
+    ensure!(swept.media_deleted == 1, "swept after the purge {swept:?}");
+    Ok(())
+}
