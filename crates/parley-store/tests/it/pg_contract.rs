@@ -467,16 +467,16 @@ async fn check_12_relations_resolve_once() -> Result<()> {
 }
 
 #[tokio::test]
-async fn check_13_media_rules() -> Result<()> {
+async fn store_media_rules() -> Result<()> {
     contract::media::media_rules(&*store().await).await
 }
 
 #[tokio::test]
-async fn check_13_late_member_cannot_read() -> Result<()> {
+async fn store_media_late_member_cannot_read() -> Result<()> {
     contract::media::late_member_cannot_read(&*store().await).await
 }
 
 #[tokio::test]
-async fn check_13_purge_takes_media() -> Result<()> {
+async fn store_purge_takes_media() -> Result<()> {
     contract::media::purge_takes_media(&*store().await).await
 }
