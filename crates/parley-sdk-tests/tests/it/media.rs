@@ -104,6 +104,9 @@ async fn files_go_up_and_down_with_progress(store: StoreKind) -> Result<()> {
         .await
         .context("signed url")?;
     ensure!(via_url[..] == bytes[..], "signed url bytes differ");
-    ensure!(urls.thumbnail_url.is_none(), "a thumbnail for bytes that are no image");
+    ensure!(
+        urls.thumbnail_url.is_none(),
+        "a thumbnail for bytes that are no image"
+    );
     Ok(())
 }
