@@ -122,6 +122,17 @@ export function createApi({ token, onUnauthenticated }) {
     // Signed URLs of a media id, good for a few minutes without a header:
     // {url, thumbnail_url | null, expires_at}.
     mediaUrl: (mediaId) => call("POST", "/v1/media/" + enc(mediaId) + "/url"),
+    // Web Push (docs/WEB.md, "Notifications"): the server's applicationServerKey
+    // ({public_key}, base64url), this device's subscription (a PushSubscription's toJSON()),
+    // the level of a conversation ("all" | "mentions" | "none") and the user's privacy mode.
+    vapidKey: () => call("GET", "/v1/push/vapid"),
+    pushSubscription: () => call("GET", "/v1/devices/me/push"),
+    savePushSubscription: (subscription) => call("PUT", "/v1/devices/me/push", subscription),
+    deletePushSubscription: () => call("DELETE", "/v1/devices/me/push"),
+    notificationLevel: (id) => call("GET", conv(id) + "/notifications"),
+    setNotificationLevel: (id, level) => call("PUT", conv(id) + "/notifications", { level }),
+    notificationSettings: () => call("GET", "/v1/me/notifications"),
+    setNotificationSettings: (settings) => call("PUT", "/v1/me/notifications", settings),
   };
 }
 

@@ -18,6 +18,7 @@ import { createMembersPanel } from "./members_panel.js";
 import { createDialogs } from "./dialogs.js";
 import { createThreadPanel } from "./thread_panel.js";
 import { mentionsIn } from "./relations.js";
+import { createNotifications } from "./notifications.js";
 
 const SESSION_KEY = "parley.session";
 const DEVICE_KEY = "parley.device";
@@ -119,6 +120,8 @@ app.login = async (userId, password) => {
 };
 
 app.logout = async () => {
+  // The push subscription goes first, while the token still works.
+  await app.notifications.forget().catch(() => {});
   try {
     await app.api.logout();
   } catch {
@@ -192,7 +195,9 @@ function enter() {
     onFrame,
   });
   app.conn.start();
-  app.sync.refreshFeed().catch(() => {});
+  const feed = app.sync.refreshFeed();
+  feed.catch(() => {});
+  app.notifications.entered(feed);
 }
 
 async function onConnected() {
@@ -265,6 +270,7 @@ function leave(message) {
   document.body.classList.remove("show-conv");
   app.membersPanel.close();
   app.threadPanel.close();
+  app.notifications.left();
   setStatus("offline");
   notice(message);
   app.loginView.show();
@@ -274,6 +280,7 @@ app.open = (convId) => {
   if (app.threadPanel.convId() !== convId) app.threadPanel.close();
   app.openConvId = convId;
   app.chatView.open(convId);
+  app.notifications.opened(convId);
   app.listView.render();
   app.presence.fetch(peers());
 };
@@ -390,6 +397,7 @@ function start() {
   app.membersPanel = createMembersPanel(app);
   app.threadPanel = createThreadPanel(app);
   createDialogs(app);
+  app.notifications = createNotifications(app);
   $("logout").addEventListener("click", () => app.logout());
   // Files dropped outside a conversation (acceptDrops, composer.js) are not opened by the
   // browser in place of the page.

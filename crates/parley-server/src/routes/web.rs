@@ -20,7 +20,8 @@ use crate::error::ApiError;
 
 /// The page's policy: nothing inline, nothing from another origin, no framing, no forms posted
 /// anywhere. `img-src data:` lets the stylesheet draw small inline images; `media-src 'self'`
-/// lets voice notes and other audio attachments play from their signed URLs.
+/// lets voice notes and other audio attachments play from their signed URLs. The service worker
+/// (`/web/sw.js`) falls under `script-src 'self'`, which `worker-src` defaults to.
 pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 'self'; \
     style-src 'self'; img-src 'self' data:; media-src 'self'; connect-src 'self'; base-uri 'none'; \
     form-action 'none'; frame-ancestors 'none'";
@@ -103,6 +104,10 @@ static ASSETS: &[Asset] = &[
     asset!("relations.js", JS),
     asset!("members_panel.js", JS),
     asset!("dialogs.js", JS),
+    asset!("notifications.js", JS),
+    // The service worker: registered from its own path, so its scope is `/web/` and it needs no
+    // `Service-Worker-Allowed` header; it controls no page.
+    asset!("sw.js", JS),
 ];
 
 /// The answer for `asset`: 304 when the browser's copy is current, else the file.
@@ -189,6 +194,19 @@ mod tests {
     fn the_policy_allows_nothing_inline() {
         assert!(!CONTENT_SECURITY_POLICY_VALUE.contains("unsafe"));
         assert!(CONTENT_SECURITY_POLICY_VALUE.contains("frame-ancestors 'none'"));
+    }
+
+    #[test]
+    fn the_policy_lets_the_page_register_its_service_worker() {
+        // `worker-src` falls back to `script-src`: nothing may narrow it below this origin.
+        assert!(CONTENT_SECURITY_POLICY_VALUE.contains("script-src 'self';"));
+        assert!(!CONTENT_SECURITY_POLICY_VALUE.contains("worker-src"));
+        assert!(!CONTENT_SECURITY_POLICY_VALUE.contains("child-src"));
+        let sw = ASSETS
+            .iter()
+            .find(|a| a.name == "sw.js")
+            .expect("sw.js is embedded");
+        assert!(sw.content_type.starts_with("text/javascript"));
     }
 
     #[test]
