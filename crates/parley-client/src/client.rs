@@ -166,7 +166,7 @@ impl Client {
         RawRequest::new(&self.http, method, path_and_query)
     }
 
-    fn conv_url(&self, conv_id: &str, rest: &[&str]) -> Result<Url, ClientError> {
+    pub(crate) fn conv_url(&self, conv_id: &str, rest: &[&str]) -> Result<Url, ClientError> {
         let mut segments = vec!["v1", CONVERSATIONS, conv_id];
         segments.extend_from_slice(rest);
         self.http.url(&segments)

@@ -70,6 +70,7 @@ mod fixtures;
 mod http;
 pub mod media;
 mod pages;
+pub mod push;
 mod raw;
 pub mod relations;
 mod request;
@@ -102,5 +103,5 @@ pub use ws::{Delivery, Incoming, Realtime, RealtimeHandle, RealtimeOptions, Stop
 
 /// The HTTP method type used by [`Client::raw`], re-exported so tests need no direct reqwest
 /// dependency.
-pub use parley_wire::{Media, SignedUrls};
+pub use parley_wire::{Media, PushPayload, PushTargetInfo, SignedUrls};
 pub use reqwest::Method;

@@ -56,6 +56,9 @@ pub struct ServerConfig {
 
     // Attachments (docs/MEDIA.md).
     pub media: MediaLimits,
+
+    // Offline notifications (docs/PUSH.md).
+    pub push: crate::push::PushConfig,
 }
 
 /// The bounds of uploads and of the media sweep.
@@ -206,6 +209,7 @@ impl Default for ServerConfig {
             open_registration: false,
             login: LoginLimits::default(),
             media: MediaLimits::default(),
+            push: crate::push::PushConfig::default(),
         }
     }
 }
@@ -232,6 +236,7 @@ impl fmt::Debug for ServerConfig {
             .field("open_registration", &self.open_registration)
             .field("login", &self.login)
             .field("media", &self.media)
+            .field("push", &self.push)
             .finish()
     }
 }

@@ -17,6 +17,7 @@ pub mod media;
 pub mod metrics;
 pub mod openapi;
 pub mod path;
+pub mod push;
 pub mod query;
 pub mod rate_limit;
 pub mod request;
@@ -106,6 +107,14 @@ pub async fn run(
             background.clone(),
         ));
     }
+    tokio::spawn(push::worker::run(
+        state.store().clone(),
+        state.push().clone(),
+        state.config().push.clone(),
+        state.metrics().clone(),
+        gateway.id().to_owned(),
+        background.clone(),
+    ));
     let closing = gateway.clone();
     let shutdown = async move {
         shutdown.await;

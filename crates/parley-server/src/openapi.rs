@@ -36,6 +36,8 @@ pub const ADMIN_TOKEN_SCHEME: &str = "admin_token";
         (name = "realtime", description = "The WebSocket gateway."),
         (name = "media", description = "Attachments: uploads, downloads, thumbnails and \
             signed URLs (docs/MEDIA.md)."),
+        (name = "notifications", description = "Offline notifications: push registrations \
+            (Web Push, push gateways), levels and settings (docs/PUSH.md)."),
         (name = "meta", description = "This document."),
         (name = "web", description = "The browser client (docs/WEB.md)."),
     )

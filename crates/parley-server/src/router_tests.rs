@@ -270,6 +270,86 @@ impl Store for FakeStore {
         Err(refused())
     }
 
+    async fn set_push_target(
+        &self,
+        _: (&UserId, &DeviceId),
+        _: &parley_store::PushTarget,
+        _: i64,
+    ) -> Result<(), StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn push_target(
+        &self,
+        _: (&UserId, &DeviceId),
+    ) -> Result<Option<parley_store::PushTarget>, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn delete_push_target(&self, _: (&UserId, &DeviceId)) -> Result<bool, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn set_notify_level(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: parley_store::NotifyLevel,
+    ) -> Result<(), StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn notify_level(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+    ) -> Result<parley_store::NotifyLevel, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn set_push_privacy(&self, _: &UserId, _: bool) -> Result<(), StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn push_privacy(&self, _: &UserId) -> Result<bool, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    // The notification worker of a server under these tests finds no work.
+    async fn expand_push_outbox(&self, _: i64, _: i64, _: u32) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    async fn claim_push(
+        &self,
+        _: &str,
+        _: i64,
+        _: i64,
+        _: u32,
+    ) -> Result<Vec<parley_store::PushJob>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn report_push(
+        &self,
+        _: &[parley_store::PushOutcome],
+        _: i64,
+        _: i64,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn push_backlog(&self) -> Result<parley_store::PushBacklog, StoreError> {
+        Ok(parley_store::PushBacklog::default())
+    }
+
     async fn purge_batch(
         &self,
         _: chrono::DateTime<chrono::Utc>,
@@ -727,6 +807,14 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/v1/ws"),
     ("get", "/v1/me"),
     ("get", "/v1/presence"),
+    ("get", "/v1/push/vapid"),
+    ("put", "/v1/devices/me/push"),
+    ("get", "/v1/devices/me/push"),
+    ("delete", "/v1/devices/me/push"),
+    ("get", "/v1/conversations/{conv_id}/notifications"),
+    ("put", "/v1/conversations/{conv_id}/notifications"),
+    ("get", "/v1/me/notifications"),
+    ("put", "/v1/me/notifications"),
     ("get", "/metrics"),
     ("get", "/"),
     ("get", "/web/{name}"),

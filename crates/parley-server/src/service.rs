@@ -32,6 +32,10 @@ pub struct Created {
 fn announce(state: &AppState, event: Event) {
     // Before the ack: the event window answers no fetch without this event from now on.
     state.gateway().window().note(&event.conv_id, event.seq);
+    if event.kind == parley_domain::EventKind::Msg {
+        // The message is committed: its outbox row is there for the notification worker.
+        state.push().wake();
+    }
     state.bus().announce(Arc::new(event));
 }
 

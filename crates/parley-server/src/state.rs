@@ -31,6 +31,7 @@ pub struct AppState {
     login_throttle: Arc<LoginThrottle>,
     /// Attachments; `None` on a server started without media storage (uploads answer 503).
     pub(crate) media: Option<Arc<crate::media::Media>>,
+    push: Arc<crate::push::Push>,
 }
 
 impl AppState {
@@ -70,6 +71,7 @@ impl AppState {
             config: Arc::new(config),
             admin_token_hash,
             media: None,
+            push: Arc::new(crate::push::Push::new()),
         }
     }
 
@@ -86,6 +88,11 @@ impl AppState {
             .ok_or_else(|| crate::error::ApiError::Unavailable {
                 detail: "this server was started without media storage".into(),
             })
+    }
+
+    /// The offline notifications' VAPID key and worker wake-up.
+    pub fn push(&self) -> &Arc<crate::push::Push> {
+        &self.push
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -36,6 +36,7 @@ pub(crate) trait Backend:
         + ReadMarkTx
         + FeedTx
         + crate::flow::media::MediaTx
+        + crate::flow::push::PushTx
         + 'static;
     /// A pooled connection, for a read of one statement outside a transaction.
     type Conn: DerefMut<Target: Sql + Sized> + Send;

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 
 use crate::error::StoreError;
+use crate::push_types::*;
 use crate::types::*;
 
 /// Everything the server asks of the authoritative store. Implementations keep P1–P11; the
@@ -172,6 +173,64 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<MediaSweep, StoreError>;
     /// The key named `name` every gateway shares; `candidate` becomes it if none exists.
     async fn shared_key(&self, name: &str, candidate: &str) -> Result<String, StoreError>;
+
+    // Offline notifications (docs/PUSH.md).
+    /// Sets the device's push target, replacing any earlier one.
+    async fn set_push_target(
+        &self,
+        device: (&UserId, &DeviceId),
+        target: &PushTarget,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+    /// The device's push target.
+    async fn push_target(
+        &self,
+        device: (&UserId, &DeviceId),
+    ) -> Result<Option<PushTarget>, StoreError>;
+    /// Deletes the device's push target and what is queued for it; true when it had one.
+    async fn delete_push_target(&self, device: (&UserId, &DeviceId)) -> Result<bool, StoreError>;
+    /// Sets the member's notification level of the conversation.
+    async fn set_notify_level(
+        &self,
+        conv_id: &ConvId,
+        user: &UserId,
+        level: NotifyLevel,
+    ) -> Result<(), StoreError>;
+    /// The member's notification level of the conversation.
+    async fn notify_level(
+        &self,
+        conv_id: &ConvId,
+        user: &UserId,
+    ) -> Result<NotifyLevel, StoreError>;
+    /// Sets whether the user's notifications leave out sender and preview.
+    async fn set_push_privacy(&self, user: &UserId, privacy: bool) -> Result<(), StoreError>;
+    /// Whether the user's notifications leave out sender and preview.
+    async fn push_privacy(&self, user: &UserId) -> Result<bool, StoreError>;
+    /// Expands at most `batch_len_max` committed messages into notifications owed to devices;
+    /// answers how many messages.
+    async fn expand_push_outbox(
+        &self,
+        now_ms: i64,
+        coalesce_ms: i64,
+        batch_len_max: u32,
+    ) -> Result<u64, StoreError>;
+    /// Leases at most `batch_len_max` due notifications to `lease` for `lease_ms`.
+    async fn claim_push(
+        &self,
+        lease: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        batch_len_max: u32,
+    ) -> Result<Vec<PushJob>, StoreError>;
+    /// Applies what became of claimed notifications.
+    async fn report_push(
+        &self,
+        outcomes: &[PushOutcome],
+        now_ms: i64,
+        coalesce_ms: i64,
+    ) -> Result<(), StoreError>;
+    /// How much notification work waits.
+    async fn push_backlog(&self) -> Result<PushBacklog, StoreError>;
 
     /// Moves `user`'s read position to `max(read_seq, min(seq, head))` (P8) and answers the
     /// resulting position. `NotMember` unless the user ever had a period.

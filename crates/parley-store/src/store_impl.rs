@@ -8,9 +8,10 @@ use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role,
 use crate::backend::Backend;
 use crate::error::StoreError;
 use crate::flow::{
-    admin, create, join, leave, media, read_mark, recall, relate, retention, role, route,
+    admin, create, join, leave, media, push, read_mark, recall, relate, retention, role, route,
 };
 use crate::presence::{self, Presence};
+use crate::push_types::*;
 use crate::store::Store;
 use crate::types::*;
 use crate::{read, views};
@@ -173,6 +174,83 @@ impl<B: Backend> Store for B {
 
     async fn shared_key(&self, name: &str, candidate: &str) -> Result<String, StoreError> {
         media::shared_key(self, name, candidate).await
+    }
+
+    async fn set_push_target(
+        &self,
+        device: (&UserId, &DeviceId),
+        target: &PushTarget,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        push::set_target(self, device, target, now_ms).await
+    }
+
+    async fn push_target(
+        &self,
+        device: (&UserId, &DeviceId),
+    ) -> Result<Option<PushTarget>, StoreError> {
+        push::target(self, device).await
+    }
+
+    async fn delete_push_target(&self, device: (&UserId, &DeviceId)) -> Result<bool, StoreError> {
+        push::delete_target(self, device).await
+    }
+
+    async fn set_notify_level(
+        &self,
+        conv_id: &ConvId,
+        user: &UserId,
+        level: NotifyLevel,
+    ) -> Result<(), StoreError> {
+        push::set_level(self, conv_id, user, level).await
+    }
+
+    async fn notify_level(
+        &self,
+        conv_id: &ConvId,
+        user: &UserId,
+    ) -> Result<NotifyLevel, StoreError> {
+        push::level(self, conv_id, user).await
+    }
+
+    async fn set_push_privacy(&self, user: &UserId, privacy: bool) -> Result<(), StoreError> {
+        push::set_privacy(self, user, privacy).await
+    }
+
+    async fn push_privacy(&self, user: &UserId) -> Result<bool, StoreError> {
+        push::privacy(self, user).await
+    }
+
+    async fn expand_push_outbox(
+        &self,
+        now_ms: i64,
+        coalesce_ms: i64,
+        batch_len_max: u32,
+    ) -> Result<u64, StoreError> {
+        push::expand(self, now_ms, coalesce_ms, batch_len_max).await
+    }
+
+    async fn claim_push(
+        &self,
+        lease: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        batch_len_max: u32,
+    ) -> Result<Vec<PushJob>, StoreError> {
+        push::claim(self, lease, now_ms, lease_ms, batch_len_max).await
+    }
+
+    async fn report_push(
+        &self,
+        outcomes: &[PushOutcome],
+        now_ms: i64,
+        coalesce_ms: i64,
+    ) -> Result<(), StoreError> {
+        push::report(self, outcomes, now_ms, coalesce_ms).await
+    }
+
+    async fn push_backlog(&self) -> Result<PushBacklog, StoreError> {
+        push::backlog(self).await
     }
 
     async fn thread(

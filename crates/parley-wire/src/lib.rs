@@ -22,6 +22,7 @@ pub mod error;
 pub mod frame;
 #[cfg(test)]
 mod fuzz_tests;
+pub mod push;
 pub mod typed;
 
 pub use answer::{
@@ -30,4 +31,8 @@ pub use answer::{
 };
 pub use error::{code, ErrorBody, ErrorCode, ErrorDetail};
 pub use frame::{ClientFrame, EchoedReqId, FrameError, Request, ServerFrame};
+pub use push::{
+    NotificationLevel, NotificationSettings, PushPayload, PushRegistration, PushTargetInfo,
+    VapidPublicKey, WebPushKeys,
+};
 pub use typed::{Edit, MembershipChange, Message, Reaction, Recall, TypedEvent};

@@ -193,6 +193,20 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_MEDIA_GRACE_MS", default_value_t = MEDIA_GRACE_MS_DEFAULT)]
     pub media_grace_ms: u64,
 
+    /// At most one offline notification per device and conversation per this interval; a
+    /// burst becomes one notification of its latest message.
+    #[arg(long, env = "PARLEY_PUSH_COALESCE_MS", default_value_t = parley_server::push::PUSH_COALESCE_MS_DEFAULT)]
+    pub push_coalesce_ms: u64,
+
+    /// Accept http:// push endpoints (tests and local push services; https only without it).
+    #[arg(long, env = "PARLEY_PUSH_ALLOW_HTTP")]
+    pub push_allow_http: bool,
+
+    /// The contact VAPID claims name (mailto: or https:), for push services to reach the
+    /// operator.
+    #[arg(long, env = "PARLEY_PUSH_SUBJECT", default_value = parley_server::push::PUSH_SUBJECT_DEFAULT)]
+    pub push_subject: String,
+
     /// A keep-alive connection with no request started for this long is closed.
     #[arg(long, env = "PARLEY_KEEPALIVE_IDLE_MS", default_value_t = KEEPALIVE_IDLE_MS_DEFAULT)]
     pub keepalive_idle_ms: u64,

@@ -333,6 +333,11 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
             grace_ms: args.media_grace_ms,
             ..MediaLimits::default()
         },
+        push: parley_server::push::PushConfig {
+            coalesce_ms: args.push_coalesce_ms,
+            allow_http: args.push_allow_http,
+            subject: args.push_subject.clone(),
+        },
         ..ServerConfig::default()
     })
 }

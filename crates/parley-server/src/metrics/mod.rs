@@ -29,6 +29,11 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 const LATENCY_BUCKET_START_S: f64 = 0.000_1;
 /// Latency buckets double from the start: 100 µs to about 3.3 s in 16 buckets.
 const LATENCY_BUCKETS_LEN: u16 = 16;
+/// Smallest bucket of the notification latency: 1 ms; notifications wait for coalescing, so
+/// their buckets reach further than the request latencies'.
+const PUSH_BUCKET_START_S: f64 = 0.001;
+/// Notification latency buckets double from 1 ms to about 131 s in 18 buckets.
+const PUSH_BUCKETS_LEN: u16 = 18;
 /// Batch size buckets double from 1 to 128, past the store's `SEND_BATCH_LEN_MAX` (64).
 const BATCH_BUCKETS_LEN: u16 = 8;
 
@@ -74,6 +79,12 @@ pub struct Metrics {
     pub rate_limited: Family<Label, Counter>,
     /// Password verifications run (argon2), the dummy ones for unknown users included.
     pub password_verifications: Counter,
+    /// Offline notifications by outcome: `delivered`, `retry`, `gone`, `refused`, `dropped`
+    /// (read, delivered over a socket, or the message gone), `expired` (out of attempts).
+    pub push_notifications: Family<Label, Counter>,
+    /// From a message's commit to the push service accepting its notification, coalescing
+    /// wait included.
+    pub push_commit_to_send_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -111,6 +122,12 @@ impl Metrics {
             purge_tombstones_expired: Counter::default(),
             rate_limited: Family::default(),
             password_verifications: Counter::default(),
+            push_notifications: Family::default(),
+            push_commit_to_send_seconds: Histogram::new(exponential_buckets(
+                PUSH_BUCKET_START_S,
+                2.0,
+                PUSH_BUCKETS_LEN,
+            )),
         };
         metrics.registered()
     }
@@ -137,6 +154,16 @@ impl Metrics {
             "parley_password_verifications",
             "Password verifications run, against a stored or the dummy hash",
             self.password_verifications.clone(),
+        );
+        r.register(
+            "parley_push_notifications",
+            "Offline notifications by outcome",
+            self.push_notifications.clone(),
+        );
+        r.register(
+            "parley_push_commit_to_send_seconds",
+            "Time from a message's commit to the push service accepting its notification",
+            self.push_commit_to_send_seconds.clone(),
         );
         r.register(
             "parley_send_ack_seconds",

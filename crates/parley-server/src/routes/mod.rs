@@ -12,6 +12,7 @@ mod members;
 mod messages;
 mod metrics;
 mod presence;
+mod push;
 mod read;
 mod recall;
 mod relations;
@@ -60,6 +61,14 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(media::sign_url))
         .routes(routes!(crate::gateway::socket::upgrade))
         .routes(routes!(me::me))
+        .routes(routes!(push::vapid))
+        .routes(routes!(
+            push::register,
+            push::get_registration,
+            push::unregister
+        ))
+        .routes(routes!(push::get_level, push::set_level))
+        .routes(routes!(push::get_settings, push::set_settings))
         .routes(routes!(presence::list))
         .routes(routes!(metrics::admin_only))
         .routes(routes!(web::page))

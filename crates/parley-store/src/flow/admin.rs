@@ -60,6 +60,9 @@ pub(crate) async fn issue_device_token<B: Backend>(
     {
         return Err(Rejection::NotFound("no such user").into());
     }
+    // A new token revokes the device's previous one, and with it the previous holder's push
+    // target: whoever holds the new token registers their own.
+    super::push::delete_target(backend, (user_id, device_id)).await?;
     Ok(())
 }
 
@@ -71,6 +74,9 @@ pub(crate) async fn revoke_device<B: Backend>(
     if !backend.revoke_device_token((user_id, device_id)).await? {
         return Err(Rejection::NotFound("no such device").into());
     }
+    // A revoked device gets no more notifications; the claim also skips revoked devices, in
+    // case this second transaction never runs.
+    super::push::delete_target(backend, (user_id, device_id)).await?;
     Ok(())
 }
 

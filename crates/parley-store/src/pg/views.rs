@@ -160,3 +160,14 @@ impl crate::flow::media::MediaTx for PgTx<'_> {
     const LOCK_UPLOADER_SQL: &'static str =
         "SELECT user_id FROM users WHERE user_id = $1 FOR UPDATE";
 }
+
+impl crate::flow::push::PushTx for PgTx<'_> {
+    const OUTBOX_BATCH_SQL: &'static str = "SELECT conv_id, seq FROM push_outbox
+       ORDER BY conv_id, seq LIMIT $1 FOR UPDATE SKIP LOCKED";
+    const CLAIM_SQL: &'static str = "UPDATE push_pending p SET lease_owner = $1,
+         lease_until_ms = $2 + $3
+       FROM (SELECT user_id, device_id, conv_id FROM push_pending
+              WHERE due_ms <= $2 AND (lease_until_ms IS NULL OR lease_until_ms < $2)
+              ORDER BY due_ms LIMIT $4 FOR UPDATE SKIP LOCKED) c
+      WHERE p.user_id = c.user_id AND p.device_id = c.device_id AND p.conv_id = c.conv_id";
+}

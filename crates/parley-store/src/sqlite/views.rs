@@ -64,3 +64,13 @@ impl crate::flow::media::MediaTx for Tx<'_> {
     const LOCK_BLOB_SQL: &'static str = "SELECT sha256 FROM media_blobs WHERE sha256 = $1";
     const LOCK_UPLOADER_SQL: &'static str = "SELECT user_id FROM users WHERE user_id = $1";
 }
+
+impl crate::flow::push::PushTx for Tx<'_> {
+    const OUTBOX_BATCH_SQL: &'static str =
+        "SELECT conv_id, seq FROM push_outbox ORDER BY conv_id, seq LIMIT $1";
+    const CLAIM_SQL: &'static str = "UPDATE push_pending SET lease_owner = $1,
+         lease_until_ms = $2 + $3
+       WHERE rowid IN (SELECT rowid FROM push_pending
+              WHERE due_ms <= $2 AND (lease_until_ms IS NULL OR lease_until_ms < $2)
+              ORDER BY due_ms LIMIT $4)";
+}
