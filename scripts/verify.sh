@@ -69,7 +69,7 @@ start_server() {
   local port=$1
   shift
   "$PARLEY" serve --listen "127.0.0.1:${port}" --admin-token "$ADMIN_TOKEN" \
-    --purge-interval-ms "$PURGE_INTERVAL_MS" --tombstone-ttl-ms "$TOMBSTONE_TTL_MS" "$@" >"$WORK/serve-${port}.log" 2>&1 &
+    --purge-interval-ms "$PURGE_INTERVAL_MS" --tombstone-ttl-ms "$TOMBSTONE_TTL_MS" --push-allow-http "$@" >"$WORK/serve-${port}.log" 2>&1 &
   PIDS+=("$!")
   wait_for "$READY_WAIT_S" "parley serve on port ${port}" ready "$port"
 }

@@ -4,8 +4,8 @@
 use futures::future::BoxFuture;
 
 use crate::checks::{
-    access, concurrency, database, gateways, media, more, realtime, recall, relations, retention,
-    seed, sync_read, Observed,
+    access, concurrency, database, gateways, media, more, push, realtime, recall, relations,
+    retention, seed, sync_read, Observed,
 };
 use crate::context::Ctx;
 
@@ -75,6 +75,7 @@ const fn chapter_of(id: &'static str) -> &'static str {
         [b'1', b'1', ..] => "11",
         [b'1', b'2', ..] => "12",
         [b'1', b'3', ..] => "13",
+        [b'1', b'4', ..] => "14",
         _ => "??",
     }
 }
@@ -246,6 +247,18 @@ pub fn registry() -> Vec<CheckDef> {
             "signed url 200 before; after the recall the reader, the sender and the signed url 404; the recalled message lists no attachments", Api, boxed!(media::recall_stops_serving)),
         check!("13-signed-urls", "Signed URLs need no header and bind their user, variant and expiry.",
             "url and thumbnail url fetched without a header; another user, variant or expiry 404; a url for a missing id NOT_FOUND", Api, boxed!(media::signed_urls)),
+        check!("14-webpush-delivered", "A message to an offline member reaches their browser, encrypted for it and signed with the deployment's VAPID key.",
+            "one notification to ben, decrypted: conv_id, seq, sender ana, preview, kind message, unread 1; VAPID key = GET /v1/push/vapid; TTL and Topic set; none to ana's own device", Api, boxed!(push::webpush_delivered)),
+        check!("14-outbox-after-commit", "Notifications follow commits only.",
+            "a reused request key with another body (IDEMPOTENCY_MISMATCH) and a non-member's send notify no one; the one notification names the committed seq with its committed text", Api, boxed!(push::outbox_after_commit)),
+        check!("14-no-push-after-read", "A device is not notified of a message its user read on another device.",
+            "first attempt refused 503; the laptop reads; no notification after the retry; the next message notified", Api, boxed!(push::no_push_after_read)),
+        check!("14-control-push-after-read", "Negative control: without the read check at claim time a device is notified of a message already read.",
+            "with push-ignores-read, the store's claim reports the read message unread; without it read_seq >= seq (both stores)", TestBuild, None),
+        check!("14-muted-silent", "A muted conversation is silent; the mentions level rings for mentions and replies only.",
+            "level none: nothing; mentions: the reply (kind reply) and the mention (kind mention), not the plain messages; all: the message; a level loud 400", Api, boxed!(push::muted_silent)),
+        check!("14-dedupe-across-gateway-kill", "A gateway killed mid-work loses no notification, and another gateway does not send again what was sent.",
+            "two gateway processes on PostgreSQL, kill -9 of one during a burst to 24 offline devices: each device notified of its latest seq; no (device, conv, seq) twice beyond those in flight at the kill", Gateways(2), None),
     ]
 }
 

@@ -46,10 +46,16 @@ pub async fn passes_with(store: StoreKind, config: ServerConfig, id: &str) -> Re
 }
 
 /// Runs the verify check `id` against a fresh server on `store` with the defaults, except a
-/// short purge interval.
+/// short purge interval, and `http://` push endpoints accepted (the push service of a chapter
+/// 14 check runs on this machine) with a short coalescing interval.
 pub async fn passes(store: StoreKind, id: &str) -> Result<()> {
     let config = ServerConfig {
         purge_interval_ms: PURGE_INTERVAL_MS,
+        push: parley_server::push::PushConfig {
+            allow_http: true,
+            coalesce_ms: 1_000,
+            ..parley_server::push::PushConfig::default()
+        },
         ..ServerConfig::default()
     };
     passes_with(store, config, id).await
@@ -345,3 +351,7 @@ verify_on_both_stores!(
 );
 verify_on_both_stores!(verify_13_recall_stops_serving, "13-recall-stops-serving");
 verify_on_both_stores!(verify_13_signed_urls, "13-signed-urls");
+verify_on_both_stores!(verify_14_webpush_delivered, "14-webpush-delivered");
+verify_on_both_stores!(verify_14_outbox_after_commit, "14-outbox-after-commit");
+verify_on_both_stores!(verify_14_no_push_after_read, "14-no-push-after-read");
+verify_on_both_stores!(verify_14_muted_silent, "14-muted-silent");

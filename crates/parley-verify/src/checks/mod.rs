@@ -7,6 +7,7 @@ pub mod database;
 pub mod gateways;
 pub mod media;
 pub mod more;
+pub mod push;
 pub mod realtime;
 pub mod recall;
 pub mod relations;
