@@ -207,6 +207,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PARLEY_PUSH_SUBJECT", default_value = parley_server::push::PUSH_SUBJECT_DEFAULT)]
     pub push_subject: String,
 
+    /// How long a gateway's claim on notifications lasts; another gateway takes what a dead one
+    /// claimed once it runs out (at least 12 s: a send's 10 s timeout and its report).
+    #[arg(long, env = "PARLEY_PUSH_LEASE_MS", default_value_t = parley_server::push::PUSH_LEASE_MS_DEFAULT)]
+    pub push_lease_ms: u64,
+
     /// A keep-alive connection with no request started for this long is closed.
     #[arg(long, env = "PARLEY_KEEPALIVE_IDLE_MS", default_value_t = KEEPALIVE_IDLE_MS_DEFAULT)]
     pub keepalive_idle_ms: u64,

@@ -337,6 +337,7 @@ fn server_config(args: &ServeArgs, admin_token: String) -> anyhow::Result<Server
             coalesce_ms: args.push_coalesce_ms,
             allow_http: args.push_allow_http,
             subject: args.push_subject.clone(),
+            lease_ms: args.push_lease_ms,
         },
         ..ServerConfig::default()
     })

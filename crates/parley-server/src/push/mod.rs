@@ -32,10 +32,15 @@ pub struct PushConfig {
     pub allow_http: bool,
     /// The contact the VAPID claims name (`--push-subject`), a `mailto:` or `https:` URL.
     pub subject: String,
+    /// How long a gateway's claim on notifications lasts (`--push-lease-ms`): another gateway
+    /// takes what a dead one claimed once this runs out. Longer than a send's timeout.
+    pub lease_ms: u64,
 }
 
 /// Default coalescing interval: a few seconds, so a burst of messages rings once.
 pub const PUSH_COALESCE_MS_DEFAULT: u64 = 3_000;
+/// Default lease of claimed notifications: a minute, far past a send's 10-second timeout.
+pub const PUSH_LEASE_MS_DEFAULT: u64 = 60_000;
 /// Default VAPID contact.
 pub const PUSH_SUBJECT_DEFAULT: &str = "mailto:postmaster@localhost";
 
@@ -45,6 +50,7 @@ impl Default for PushConfig {
             coalesce_ms: PUSH_COALESCE_MS_DEFAULT,
             allow_http: false,
             subject: PUSH_SUBJECT_DEFAULT.to_owned(),
+            lease_ms: PUSH_LEASE_MS_DEFAULT,
         }
     }
 }

@@ -20,12 +20,11 @@ pub const EXPAND_BATCH_LEN_MAX: u32 = 128;
 pub const CLAIM_BATCH_LEN_MAX: u32 = 256;
 /// Notifications being sent at once by one gateway.
 pub const PUSH_IN_FLIGHT_MAX: usize = 64;
-/// A claim's lease: longer than a send's timeout plus the report's wait, so only a gateway that
-/// died or stalled loses its rows to another.
-pub const PUSH_LEASE_MS: i64 = 60_000;
 /// The worker looks for work this often when nothing wakes it: messages committed on another
 /// gateway, coalesced notifications coming due, retries.
 pub const PUSH_POLL_MS: u64 = 200;
+/// The shortest lease: a send's timeout and time to report it.
+pub const LEASE_MS_MIN: u64 = deliver::PUSH_TIMEOUT_MS + 2_000;
 /// Outcomes one report transaction applies at most.
 pub const REPORT_BATCH_LEN_MAX: usize = 256;
 
@@ -82,6 +81,10 @@ async fn round(
     claims: &mut u64,
 ) -> Result<(), StoreError> {
     let coalesce_ms = i64::try_from(shared.config.coalesce_ms).unwrap_or(i64::MAX);
+    // Never shorter than a send's timeout: a lease running out under a live send would let a
+    // second gateway send the same notification.
+    let lease_ms = i64::try_from(shared.config.lease_ms.max(LEASE_MS_MIN))
+        .unwrap_or(i64::MAX);
     loop {
         let expanded = shared
             .store
@@ -103,7 +106,7 @@ async fn round(
         let asked = u32::try_from(free).unwrap_or(CLAIM_BATCH_LEN_MAX);
         let jobs = shared
             .store
-            .claim_push(&lease, now_ms(), PUSH_LEASE_MS, asked)
+            .claim_push(&lease, now_ms(), lease_ms, asked)
             .await?;
         let claimed = jobs.len();
         for job in jobs {

@@ -8,6 +8,7 @@ mod chaos;
 mod conn_hardening;
 mod demo;
 mod observability;
+mod push_failover;
 mod readme_truth;
 mod restart_safety;
 mod user_cli;
