@@ -83,8 +83,7 @@ async fn round(
     let coalesce_ms = i64::try_from(shared.config.coalesce_ms).unwrap_or(i64::MAX);
     // Never shorter than a send's timeout: a lease running out under a live send would let a
     // second gateway send the same notification.
-    let lease_ms = i64::try_from(shared.config.lease_ms.max(LEASE_MS_MIN))
-        .unwrap_or(i64::MAX);
+    let lease_ms = i64::try_from(shared.config.lease_ms.max(LEASE_MS_MIN)).unwrap_or(i64::MAX);
     loop {
         let expanded = shared
             .store

@@ -21,6 +21,7 @@ mod metrics;
 mod nats_bus;
 mod outcome_unknown;
 mod pg_bus;
+mod push_delivery;
 mod rate_limit;
 mod raw_tcp;
 mod recall_retention;
