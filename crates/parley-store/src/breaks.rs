@@ -17,13 +17,14 @@ pub const BREAKS_ENV: &str = "PARLEY_TEST_BREAKS";
 pub const BREAKS_COMPILED: bool = cfg!(feature = "test-breaks");
 
 /// Every break by its public name, in the order they are reported.
-pub const BREAK_NAMES: [&str; 6] = [
+pub const BREAK_NAMES: [&str; 7] = [
     NO_ROW_LOCK,
     NO_UNIQUE_INDEX,
     CLEANUP_WITHOUT_CAD,
     ACK_BEFORE_COMMIT,
     NO_TARGET_VISIBILITY,
     NO_MEDIA_VISIBILITY,
+    PUSH_IGNORES_READ,
 ];
 
 const NO_ROW_LOCK: &str = "no-row-lock";
@@ -37,6 +38,9 @@ const NO_TARGET_VISIBILITY: &str = "no-target-visibility";
 /// A download checks that some message names the media but not the reader's membership
 /// periods, so anyone who learns a media id reads the bytes (docs/MEDIA.md).
 const NO_MEDIA_VISIBILITY: &str = "no-media-visibility";
+/// The claim reports every notification unread, so a device is notified of a message its user
+/// already read on another device (docs/PUSH.md).
+const PUSH_IGNORES_READ: &str = "push-ignores-read";
 
 /// A set of removed guards; the default removes none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,6 +51,7 @@ pub struct Breaks {
     ack_before_commit: bool,
     no_target_visibility: bool,
     no_media_visibility: bool,
+    push_ignores_read: bool,
 }
 
 /// Why a list of breaks was refused.
@@ -87,6 +92,7 @@ impl Breaks {
                 ACK_BEFORE_COMMIT => &mut breaks.ack_before_commit,
                 NO_TARGET_VISIBILITY => &mut breaks.no_target_visibility,
                 NO_MEDIA_VISIBILITY => &mut breaks.no_media_visibility,
+                PUSH_IGNORES_READ => &mut breaks.push_ignores_read,
                 other => return Err(BreaksError::Unknown(other.to_owned())),
             };
             *flag = true;
@@ -142,6 +148,12 @@ impl Breaks {
     pub fn no_media_visibility(&self) -> bool {
         BREAKS_COMPILED && self.no_media_visibility
     }
+
+    /// `push-ignores-read`: the claim reports every notification unread, so a device is
+    /// notified of a message its user already read on another device.
+    pub fn push_ignores_read(&self) -> bool {
+        BREAKS_COMPILED && self.push_ignores_read
+    }
 }
 
 /// The names of the removed guards, comma-separated, or `none`.
@@ -154,6 +166,7 @@ impl fmt::Display for Breaks {
             self.ack_before_commit(),
             self.no_target_visibility(),
             self.no_media_visibility(),
+            self.push_ignores_read(),
         ];
         let names: Vec<&str> = BREAK_NAMES
             .iter()
@@ -186,6 +199,13 @@ mod tests {
         assert!(breaks.no_row_lock() && breaks.ack_before_commit());
         assert!(!breaks.no_unique_index() && !breaks.cleanup_without_cad());
         assert_eq!(breaks.to_string(), "no-row-lock,ack-before-commit");
+        let push = Breaks::parse("push-ignores-read").expect("known name");
+        assert!(push.push_ignores_read() && !push.no_media_visibility());
+        assert_eq!(push.to_string(), "push-ignores-read");
+        // Every name parses on its own and reports itself.
+        for name in BREAK_NAMES {
+            assert_eq!(Breaks::parse(name).expect(name).to_string(), name);
+        }
         assert_eq!(
             Breaks::parse("no-row-lock,typo"),
             Err(BreaksError::Unknown("typo".into()))

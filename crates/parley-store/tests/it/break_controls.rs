@@ -463,3 +463,27 @@ async fn check_13_control_media_without_visibility() -> Result<()> {
     }
     Ok(())
 }
+
+/// `14-control-push-after-read`: with `push-ignores-read`, the claim reports every notification
+/// unread, so a device is notified of a message its user already read on another device and
+/// `contract::push::read_drops_notification` (`store_push_read_drops_notification`) fails on
+/// the read position. Without the break it passes. On both stores (the claim is one flow).
+#[tokio::test]
+async fn check_14_control_push_after_read() -> Result<()> {
+    let breaks = Breaks::parse("push-ignores-read")?;
+    let (stores, _held) = guarded_and_broken(breaks).await?;
+    for (kind, guarded, broken) in stores {
+        contract::push::read_drops_notification(&*guarded)
+            .await
+            .with_context(|| format!("{kind}: without the break the check must pass"))?;
+        let failed = contract::push::read_drops_notification(&*broken)
+            .await
+            .map_err(|e| e.to_string());
+        println!("14-control-push-after-read ({kind}): {failed:?}");
+        match failed {
+            Err(e) if e.starts_with("read position") => {}
+            other => bail!("{kind}: the check should fail on the read position, got {other:?}"),
+        }
+    }
+    Ok(())
+}

@@ -480,3 +480,57 @@ async fn store_media_late_member_cannot_read() -> Result<()> {
 async fn store_purge_takes_media() -> Result<()> {
     contract::media::purge_takes_media(&*store().await).await
 }
+
+#[tokio::test]
+async fn store_push_outbox_follows_commits() -> Result<()> {
+    contract::push::outbox_follows_commits(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_expand_picks_recipients() -> Result<()> {
+    contract::push::expand_picks_recipients(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_coalesce_into_latest() -> Result<()> {
+    contract::push::coalesce_into_latest(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_claim_reports_state() -> Result<()> {
+    contract::push::claim_reports_state(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_lease_guards_reports() -> Result<()> {
+    contract::push::lease_guards_reports(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_retry_and_gone() -> Result<()> {
+    contract::push::retry_and_gone(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_targets_levels_privacy() -> Result<()> {
+    contract::push::targets_levels_privacy(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_read_drops_notification() -> Result<()> {
+    contract::push::read_drops_notification(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_push_dedupe_never_requeues() -> Result<()> {
+    let (_db, store) = pg().await;
+    let sql = parley_testkit::Sql::Postgres(store.pool().clone());
+    contract::push::dedupe_never_requeues(&store, &sql).await
+}
+
+#[tokio::test]
+async fn store_push_levels_stored_sparsely() -> Result<()> {
+    let (_db, store) = pg().await;
+    let sql = parley_testkit::Sql::Postgres(store.pool().clone());
+    contract::push::levels_stored_sparsely(&store, &sql).await
+}

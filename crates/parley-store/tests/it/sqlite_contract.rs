@@ -310,3 +310,78 @@ async fn store_purge_takes_media() -> Result<()> {
     let (store, _dir) = store().await?;
     contract::media::purge_takes_media(&*store).await
 }
+
+#[tokio::test]
+async fn store_push_outbox_follows_commits() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::outbox_follows_commits(&*store).await
+}
+
+#[tokio::test]
+async fn store_push_expand_picks_recipients() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::expand_picks_recipients(&*store).await
+}
+
+#[tokio::test]
+async fn store_push_coalesce_into_latest() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::coalesce_into_latest(&*store).await
+}
+
+#[tokio::test]
+async fn store_push_claim_reports_state() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::claim_reports_state(&*store).await
+}
+
+#[tokio::test]
+async fn store_push_lease_guards_reports() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::lease_guards_reports(&*store).await
+}
+
+#[tokio::test]
+async fn store_push_retry_and_gone() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::retry_and_gone(&*store).await
+}
+
+#[tokio::test]
+async fn store_push_targets_levels_privacy() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::targets_levels_privacy(&*store).await
+}
+
+#[tokio::test]
+async fn store_push_read_drops_notification() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::push::read_drops_notification(&*store).await
+}
+
+/// A migrated store on a new file, and a pool of the test's own on that file.
+async fn store_and_sql() -> Result<(SqliteStore, parley_testkit::Sql, TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let store = SqliteStore::open_dir(dir.path()).await?;
+    store.migrate().await?;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(store.path())
+        .busy_timeout(std::time::Duration::from_secs(10));
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await?;
+    Ok((store, parley_testkit::Sql::Sqlite(pool), dir))
+}
+
+#[tokio::test]
+async fn store_push_dedupe_never_requeues() -> Result<()> {
+    let (store, sql, _dir) = store_and_sql().await?;
+    contract::push::dedupe_never_requeues(&store, &sql).await
+}
+
+#[tokio::test]
+async fn store_push_levels_stored_sparsely() -> Result<()> {
+    let (store, sql, _dir) = store_and_sql().await?;
+    contract::push::levels_stored_sparsely(&store, &sql).await
+}

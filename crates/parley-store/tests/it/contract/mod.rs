@@ -6,6 +6,7 @@
 pub mod gateway_leases;
 pub mod media;
 pub mod presence;
+pub mod push;
 pub mod relations;
 
 use std::sync::Arc;
