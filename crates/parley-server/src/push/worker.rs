@@ -25,6 +25,10 @@ pub const PUSH_IN_FLIGHT_MAX: usize = 64;
 pub const PUSH_POLL_MS: u64 = 200;
 /// The shortest lease: a send's timeout and time to report it.
 pub const LEASE_MS_MIN: u64 = deliver::PUSH_TIMEOUT_MS + 2_000;
+/// Tries of one report transaction before its outcomes are left to the lease.
+pub const REPORT_ATTEMPTS_MAX: u64 = 3;
+/// The wait before a report's retry, times the attempt.
+pub const REPORT_RETRY_MS: u64 = 50;
 /// Outcomes one report transaction applies at most.
 pub const REPORT_BATCH_LEN_MAX: usize = 256;
 
@@ -199,13 +203,39 @@ async fn report_loop(shared: Arc<Shared>, mut reports: mpsc::Receiver<PushOutcom
     let coalesce_ms = i64::try_from(shared.config.coalesce_ms).unwrap_or(i64::MAX);
     let mut batch = Vec::with_capacity(REPORT_BATCH_LEN_MAX);
     while reports.recv_many(&mut batch, REPORT_BATCH_LEN_MAX).await > 0 {
-        if let Err(e) = shared
-            .store
-            .report_push(&batch, now_ms(), coalesce_ms)
-            .await
-        {
-            // The rows stay leased until their lease runs out, then are claimed again.
-            tracing::warn!(error = %e, outcomes = batch.len(), "notification outcomes not recorded");
+        // One lock order for every report: fewer waits on (and deadlocks with) an expansion
+        // upserting the same rows.
+        batch.sort_by(|a, b| {
+            let key = |o: &PushOutcome| {
+                (
+                    o.job.user_id.as_str().to_owned(),
+                    o.job.device_id.as_str().to_owned(),
+                    o.job.conv_id.as_str().to_owned(),
+                )
+            };
+            key(a).cmp(&key(b))
+        });
+        let mut attempt = 1;
+        loop {
+            match shared
+                .store
+                .report_push(&batch, now_ms(), coalesce_ms)
+                .await
+            {
+                Ok(()) => break,
+                // A sent notification not recorded would be sent again after its lease:
+                // worth a retry of the transaction (a deadlock victim, a dropped connection).
+                Err(e) if attempt < REPORT_ATTEMPTS_MAX => {
+                    tracing::debug!(error = %e, attempt, "notification outcomes retried");
+                    tokio::time::sleep(Duration::from_millis(REPORT_RETRY_MS * attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => {
+                    // The rows stay leased until their lease runs out, then are claimed again.
+                    tracing::warn!(error = %e, outcomes = batch.len(), "notification outcomes not recorded");
+                    break;
+                }
+            }
         }
         batch.clear();
     }

@@ -25,6 +25,9 @@ pub(crate) trait PushTx: Sql {
     const OUTBOX_BATCH_SQL: &'static str;
     /// Leases at most `$4` due rows to `$1` until `$2 + $3` (`$2` is now), answering how many.
     const CLAIM_SQL: &'static str;
+    /// Answers `locked` 1 when this transaction may expand: one expander at a time, since two
+    /// would upsert the same devices' rows in different orders and deadlock each other.
+    const EXPAND_LOCK_SQL: &'static str;
 }
 
 const UPSERT_TARGET_SQL: &str = "INSERT INTO push_targets (user_id, device_id, kind, endpoint,
@@ -223,6 +226,11 @@ pub(crate) async fn expand<B: Backend>(
     batch_len_max: u32,
 ) -> Result<u64, StoreError> {
     let mut tx = backend.begin_write().await?;
+    let lock = tx.fetch_optional(B::Tx::EXPAND_LOCK_SQL, &[]).await?;
+    if lock.map(|r| r.int("locked")).transpose()?.unwrap_or(0) == 0 {
+        tx.commit_or_unknown().await?;
+        return Ok(0);
+    }
     let rows = tx
         .fetch_all(
             B::Tx::OUTBOX_BATCH_SQL,

@@ -73,4 +73,5 @@ impl crate::flow::push::PushTx for Tx<'_> {
        WHERE rowid IN (SELECT rowid FROM push_pending
               WHERE due_ms <= $2 AND (lease_until_ms IS NULL OR lease_until_ms < $2)
               ORDER BY due_ms LIMIT $4)";
+    const EXPAND_LOCK_SQL: &'static str = "SELECT 1 AS locked";
 }
