@@ -59,6 +59,11 @@ pub async fn run(
         config,
         metrics,
     });
+    // The deployment's VAPID key exists from the first start on, before any browser asks for
+    // it; a store that does not answer yet is asked again at the first notification.
+    if let Err(e) = shared.push.vapid(&*shared.store).await {
+        tracing::warn!(error = %e, "the VAPID key could not be loaded yet");
+    }
     let (outcomes, reports) = mpsc::channel(PUSH_IN_FLIGHT_MAX * 2);
     let reporter = tokio::spawn(report_loop(shared.clone(), reports));
     let permits = Arc::new(Semaphore::new(PUSH_IN_FLIGHT_MAX));
