@@ -26,6 +26,18 @@ pub struct ServerInfo {
     /// This node's id in the gateways and routes tables.
     gateway_id: String,
     limits: ServerLimits,
+    push: PushBacklogInfo,
+}
+
+/// Offline notifications waiting in the store (docs/PUSH.md), shared by every gateway.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PushBacklogInfo {
+    /// Committed messages not yet expanded into notifications; null when the store did not
+    /// answer.
+    outbox_len: Option<i64>,
+    /// Notifications owed to devices, due or waiting out the coalescing interval; null when
+    /// the store did not answer.
+    pending_len: Option<i64>,
 }
 
 /// Every named limit a client can hit, in the units its name ends with.
@@ -72,6 +84,10 @@ pub struct ServerLimits {
     /// `idle_in_transaction_session_timeout` of the server's PostgreSQL connections (0: off);
     /// null on the embedded store.
     pg_idle_in_transaction_timeout_ms: Option<u64>,
+    /// At most one notification per device and conversation per this interval.
+    push_coalesce_ms: u64,
+    /// How long a gateway's claim on notifications lasts.
+    push_lease_ms: u64,
 }
 
 #[utoipa::path(
@@ -96,6 +112,7 @@ pub async fn describe(
     let config = state.config();
     let store = state.store().describe();
     let c = &config.connections;
+    let backlog = state.store().push_backlog().await.ok();
     Ok(Json(ServerInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         store: store.kind.to_owned(),
@@ -126,6 +143,12 @@ pub async fn describe(
             connections_max: c.connections_max,
             connections_per_address_max: c.connections_per_address_max,
             pg_idle_in_transaction_timeout_ms: store.idle_in_transaction_timeout_ms,
+            push_coalesce_ms: config.push.coalesce_ms,
+            push_lease_ms: config.push.lease_ms,
+        },
+        push: PushBacklogInfo {
+            outbox_len: backlog.map(|b| b.outbox_len),
+            pending_len: backlog.map(|b| b.pending_len),
         },
     }))
 }

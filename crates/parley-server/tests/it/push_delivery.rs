@@ -177,6 +177,16 @@ async fn bursts_coalesce_and_outages_retry(store: StoreKind) -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let (_, info) = server
+        .admin()
+        .raw(parley_client::Method::GET, "/v1/admin/server")
+        .send()
+        .await?;
+    ensure!(
+        info["push"]["outbox_len"] == 0 && info["push"]["pending_len"] == 1,
+        "backlog during the outage: {}",
+        info["push"]
+    );
     svc.set_mode(Mode::Up);
     let got = svc.wait_for(before + 1, ARRIVAL_WAIT).await;
     ensure!(
