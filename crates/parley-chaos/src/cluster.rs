@@ -1,6 +1,7 @@
 //! The lab's cluster: its own PostgreSQL (or the database it was given), its own NATS server
-//! (with `--bus nats`) and N gateways of the parley executable, kept across schedules. Faults
-//! act on it and [`Cluster::heal`] undoes whatever is left of them.
+//! (with `--bus nats`), the run's push service (`push.rs`) and N gateways of the parley
+//! executable, kept across schedules. Faults act on it and [`Cluster::heal`] undoes whatever
+//! is left of them.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use sqlx::{Connection, PgConnection};
 use crate::netns::LabNetwork;
 use crate::postgres::{LabPostgres, DATABASE};
 use crate::procs::{free_addr, wait_all_ready, Gateway, GatewayCommon, LabNats};
+use crate::push::PushLab;
 
 /// How the cluster is made.
 pub struct ClusterConfig {
@@ -38,6 +40,9 @@ pub struct Cluster {
     pub postgres: Option<LabPostgres>,
     pub database_url: String,
     pub admin_token: String,
+    /// The push service the gateways send offline notifications to; dropped after the
+    /// gateways, before their namespaces.
+    pub push: PushLab,
     /// The namespaces the gateways run in; dropped last, after every process in them.
     pub network: Option<LabNetwork>,
     /// Why the lab has no network of its own (the `partition` fault is then skipped).
@@ -92,6 +97,11 @@ impl Cluster {
                 (Some(pg), url, gateway_url)
             }
         };
+        let namespaces: Vec<PathBuf> = network
+            .as_ref()
+            .map(|n| n.gateways.iter().map(|g| g.path()).collect())
+            .unwrap_or_default();
+        let push = PushLab::start(&namespaces).await?;
         let nats_ip = match &hub {
             Some((addr, _)) => IpAddr::V4(*addr),
             None => IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -116,6 +126,7 @@ impl Cluster {
             postgres,
             database_url,
             admin_token: common.admin_token.clone(),
+            push,
             network,
             network_unavailable,
         };
@@ -138,6 +149,9 @@ impl Cluster {
     /// Answers what it had to repair beyond the faults' own healing.
     pub async fn heal(&mut self) -> Result<Vec<String>> {
         let mut repaired = Vec::new();
+        if self.push.up() {
+            repaired.push("the push service was down".to_owned());
+        }
         if let Some(net) = self.network.as_mut() {
             let healed = net.heal_all()?;
             if healed > 0 {

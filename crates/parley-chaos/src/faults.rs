@@ -175,6 +175,16 @@ async fn inject(fault: &Fault, cluster: &mut Cluster, load: &Load) -> Result<Opt
             tx.rollback().await.context("rolling the lock back")?;
             Ok(Some(format!("row of {conv_id} locked, rolled back")))
         }
+        FaultKind::PushServiceDown => {
+            let attempts = cluster.push.attempts();
+            cluster.push.down();
+            tokio::time::sleep(hold).await;
+            cluster.push.up();
+            let refused = cluster.push.attempts() - attempts;
+            Ok(Some(format!(
+                "push service answered 503 to {refused} notifications, then took them again"
+            )))
+        }
         FaultKind::ClientDisconnect => {
             let device = fault.device.unwrap_or(0);
             let abort_after_ms = fault.abort_after_ms.unwrap_or(0);

@@ -7,7 +7,10 @@
 //! `--schedule-s` seconds while the faults of a seeded random schedule ([`schedule`]) hit
 //! the cluster ([`faults`]); then every fault is healed, every device catches up, the final
 //! log of every conversation is read, and `parley_history::check` judges the history. Each
-//! schedule writes `schedule-NNN/{schedule.json,history.jsonl,report.json}`; the run writes
+//! user also has an offline device subscribed at the run's push service ([`push`]); once the
+//! schedule quiesced, [`push_check`] judges what it was notified of (nothing lost, nothing
+//! doubled). Each schedule writes
+//! `schedule-NNN/{schedule.json,history.jsonl,push.jsonl,report.json}`; the run writes
 //! `summary.json` after every schedule and fails when any anomaly was found. See
 //! docs/EVIDENCE.md.
 
@@ -17,6 +20,8 @@ pub mod load;
 pub mod netns;
 pub mod postgres;
 pub mod procs;
+pub mod push;
+pub mod push_check;
 pub mod recorder;
 pub mod schedule;
 mod summary;
@@ -33,6 +38,7 @@ use serde_json::json;
 
 use crate::cluster::{Cluster, ClusterConfig};
 use crate::load::{Load, DEVICES_LEN};
+use crate::push_check::{PushAnomaly, PushReport};
 use crate::recorder::Recorder;
 use crate::schedule::{FaultKind, Plan};
 pub use crate::summary::Summary;
@@ -115,7 +121,8 @@ pub async fn chaos(args: ChaosArgs) -> Result<()> {
         _ = terminate.recv() => bail!("terminated; the lab's processes were stopped"),
     };
     println!("{}", serde_json::to_string_pretty(&summary)?);
-    let anomalies: u64 = summary.anomalies.values().sum();
+    let anomalies: u64 =
+        summary.anomalies.values().sum::<u64>() + summary.push_anomalies.values().sum::<u64>();
     if anomalies > 0 {
         bail!(
             "{anomalies} anomalies in {} schedules: see {}",
@@ -198,6 +205,9 @@ async fn run(args: &ChaosArgs) -> Result<Summary> {
             .map_or(0, |d| d.as_millis())
     );
     let mut summary = Summary::new(args, config.gateways, cluster.network.is_some());
+    // Each schedule's offline devices and the duplicates counted for them so far: a
+    // notification resent after its gateway's lease ran out may arrive schedules later.
+    let mut observed: Vec<(usize, Vec<String>, u64)> = Vec::new();
     for index in 0..args.schedules {
         let dir = out.join(format!("schedule-{index:03}"));
         std::fs::create_dir_all(&dir)?;
@@ -215,7 +225,22 @@ async fn run(args: &ChaosArgs) -> Result<Summary> {
                     done.report.recovered,
                     done.faults.iter().map(|f| (f.kind.as_str(), f.status)).collect::<Vec<_>>(),
                 );
+                eprintln!(
+                    "schedule {index:03}: notifications: {} received, {} of {} owed delivered, {} push anomalies {:?}, settled in {} ms",
+                    done.push.received,
+                    done.push.delivered,
+                    done.push.expected,
+                    done.push.total(),
+                    done.push.anomalies,
+                    done.push.settle_ms,
+                );
                 summary.add(index, &done.faults, &done.report, done.repaired.len());
+                summary.add_push(index, &done.push);
+                observed.push((
+                    index,
+                    done.observers,
+                    done.push.count(PushAnomaly::Duplicated),
+                ));
             }
             Err(e) => {
                 let error = format!("{e:#}");
@@ -232,6 +257,18 @@ async fn run(args: &ChaosArgs) -> Result<Summary> {
                 summary.schedules_run += 1;
             }
         }
+        let notifications = cluster.push.notifications(started);
+        for (schedule, devices, counted) in &mut observed {
+            let now = push_check::duplicates(devices, &notifications);
+            if now > *counted {
+                eprintln!(
+                    "schedule {schedule:03}: {} more duplicated notifications arrived later",
+                    now - *counted
+                );
+                summary.add_late_push_duplicates(*schedule, now - *counted);
+                *counted = now;
+            }
+        }
         summary.duration_s = started.elapsed().as_secs_f64();
         write_json(&out.join("summary.json"), &summary)?;
     }
@@ -243,6 +280,10 @@ struct Done {
     faults: Vec<faults::FaultOutcome>,
     report: parley_history::Report,
     repaired: Vec<String>,
+    /// The notification checker's report.
+    push: PushReport,
+    /// The schedule's offline devices.
+    observers: Vec<String>,
 }
 
 async fn run_schedule(
@@ -253,7 +294,7 @@ async fn run_schedule(
 ) -> Result<Done> {
     let rec = Arc::new(Recorder::new());
     let urls = cluster.urls();
-    let load = Load::start(&urls, &cluster.admin_token, tag, rec.clone())
+    let load = Load::start(&urls, &cluster.admin_token, tag, rec.clone(), &cluster.push)
         .await
         .context("setting up the schedule's users and conversations")?;
     let started = Instant::now();
@@ -278,6 +319,17 @@ async fn run_schedule(
     parley_history::write_history(&mut file, &records)?;
     finished?;
     let report = parley_history::check(&records);
+    tracing::info!(schedule = schedule.index, "waiting for owed notifications");
+    let observers = load.observers();
+    let read_seqs = load
+        .read_positions()
+        .await
+        .context("reading the read positions at the end")?;
+    let (push, received) = cluster
+        .push
+        .settle(&observers, &records, &read_seqs, started)
+        .await;
+    write_jsonl(&dir.join("push.jsonl"), &received)?;
     write_json(
         &dir.join("report.json"),
         &ScheduleReport {
@@ -288,12 +340,15 @@ async fn run_schedule(
             faults: &faults,
             repaired: &repaired,
             history: &report,
+            push: &push,
         },
     )?;
     Ok(Done {
         faults,
         report,
         repaired,
+        push,
+        observers: observers.into_iter().map(|o| o.device).collect(),
     })
 }
 
@@ -309,6 +364,18 @@ struct ScheduleReport<'a> {
     repaired: &'a [String],
     /// The checker's report (docs/HISTORY.md).
     history: &'a parley_history::Report,
+    /// The notification checker's report (`push_check.rs`).
+    push: &'a PushReport,
+}
+
+/// One JSON object per line.
+fn write_jsonl<T: Serialize>(path: &Path, values: &[T]) -> Result<()> {
+    let mut text = String::new();
+    for value in values {
+        text.push_str(&serde_json::to_string(value)?);
+        text.push('\n');
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {

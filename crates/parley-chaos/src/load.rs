@@ -1,12 +1,15 @@
 //! The steady load of one schedule, through the SDK, recorded as a history.
 //!
 //! Three users with two devices each share two direct conversations and one group (the hot
-//! conversation). Every device keeps a realtime session over the ring of gateways
-//! (`RealtimeOptions::with_gateways`) and records each event it hands on as a `delivery`; an
-//! actor per device sends (over HTTP to a random gateway, or on its session), reads pages of
-//! events, marks conversations read and resends sends whose outcome was unknown. Each send is
-//! recorded Jepsen style (docs/HISTORY.md): `invoke`, then `ok`, `fail` (an error that means
-//! nothing was written) or `info` (a timeout, a dropped connection, a 5xx, an abort).
+//! conversation). Each user also has an offline device (`<user>-push`) that never opens a
+//! session: it only holds a Web Push subscription of the run's push service (`push.rs`), so
+//! the gateways owe it notifications. Every other device keeps a realtime session over the
+//! ring of gateways (`RealtimeOptions::with_gateways`) and records each event it hands on as
+//! a `delivery`; an actor per device sends (over HTTP to a random gateway, or on its
+//! session), reads pages of events, marks conversations read and resends sends whose outcome
+//! was unknown. Each send is recorded Jepsen style (docs/HISTORY.md): `invoke`, then `ok`,
+//! `fail` (an error that means nothing was written) or `info` (a timeout, a dropped
+//! connection, a 5xx, an abort).
 //!
 //! At the end ([`Load::finish`]) unknown sends are resent, each device's session is closed and
 //! the device catches up over HTTP (`sync` deliveries), and the final log of every
@@ -31,6 +34,8 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use crate::push::PushLab;
+use crate::push_check::Observer;
 use crate::recorder::Recorder;
 
 /// Users of one schedule.
@@ -115,6 +120,15 @@ enum Control {
     Stop,
 }
 
+/// A user's offline device: no session, a push subscription, and a client for reading the
+/// user's read positions at the end.
+struct OfflineDevice {
+    name: String,
+    user: usize,
+    client: Client,
+    convs: Vec<usize>,
+}
+
 /// How a send travels.
 #[derive(Clone, Copy)]
 enum Transport {
@@ -135,6 +149,8 @@ pub struct Load {
     users: Vec<String>,
     convs: Vec<Conv>,
     devices: Vec<Arc<Device>>,
+    /// One offline device per user.
+    offline: Vec<OfflineDevice>,
     /// One lock per user around mark-read and its record: answers of two devices of one user
     /// are recorded in the order the server gave them.
     user_locks: Vec<tokio::sync::Mutex<()>>,
@@ -165,12 +181,14 @@ fn is_definite(e: &ClientError) -> bool {
 
 impl Load {
     /// Creates the users, devices and conversations of schedule `tag` through the first
-    /// gateway, records what each device must receive, and opens every device's session.
+    /// gateway, records what each device must receive, subscribes each user's offline device
+    /// at `push`, and opens every other device's session.
     pub async fn start(
         urls: &[String],
         admin_token: &str,
         tag: &str,
         rec: Arc<Recorder>,
+        push: &PushLab,
     ) -> Result<Arc<Load>> {
         let base = urls.first().context("no gateway")?;
         let admin = AdminClient::with_options(base, admin_token, client_options())?;
@@ -234,6 +252,32 @@ impl Load {
                 joined,
             });
         }
+        let mut offline = Vec::new();
+        for (user, id) in users.iter().enumerate() {
+            let name = format!("{id}-push");
+            let token = admin
+                .create_device(id, "push")
+                .await
+                .with_context(|| format!("issuing a token for {name}"))?;
+            let client = Client::with_options(base, &token, client_options())?;
+            let subscription = push.subscribe(&name);
+            client
+                .register_web_push(
+                    &subscription.endpoint,
+                    &subscription.p256dh,
+                    &subscription.auth,
+                )
+                .await
+                .with_context(|| format!("registering the push subscription of {name}"))?;
+            offline.push(OfflineDevice {
+                name,
+                user,
+                client,
+                convs: (0..convs.len())
+                    .filter(|c| convs[*c].members.contains(&user))
+                    .collect(),
+            });
+        }
         let mut devices = Vec::new();
         let mut receivers = JoinSet::new();
         let mut controls = Vec::new();
@@ -284,6 +328,7 @@ impl Load {
             users,
             convs,
             devices,
+            offline,
             user_locks: (0..USERS_LEN)
                 .map(|_| tokio::sync::Mutex::new(()))
                 .collect(),
@@ -301,6 +346,54 @@ impl Load {
     /// The id of conversation `index`.
     pub fn conv_id(&self, index: usize) -> &str {
         &self.convs[index].conv_id
+    }
+
+    /// The offline devices, for the notification checker.
+    pub fn observers(&self) -> Vec<Observer> {
+        self.offline
+            .iter()
+            .map(|d| Observer {
+                device: d.name.clone(),
+                user: self.users[d.user].clone(),
+                convs: d
+                    .convs
+                    .iter()
+                    .map(|&c| self.convs[c].conv_id.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Each user's read position in each of its conversations, as the server has it (read
+    /// by the user's offline device, once the load has stopped): `(user, conv_id) -> read_seq`.
+    pub async fn read_positions(&self) -> Result<HashMap<(String, String), i64>> {
+        let mut positions = HashMap::new();
+        for device in &self.offline {
+            let mut attempts = 1;
+            let list = loop {
+                match device.client.list_conversations(None).await {
+                    Ok(list) => break list,
+                    Err(e) if attempts >= PAGE_ATTEMPTS_MAX => {
+                        return Err(anyhow::Error::from(e)).with_context(|| {
+                            format!("listing the conversations of {}", device.name)
+                        })
+                    }
+                    Err(_) => attempts += 1,
+                }
+                tokio::time::sleep(Duration::from_millis(FINAL_RETRY_PAUSE_MS)).await;
+            };
+            let user = &self.users[device.user];
+            for conv in list.conversations {
+                if device
+                    .convs
+                    .iter()
+                    .any(|&c| self.convs[c].conv_id == conv.conv_id)
+                {
+                    positions.insert((user.clone(), conv.conv_id), conv.read_seq);
+                }
+            }
+        }
+        Ok(positions)
     }
 
     /// Runs every device's actor until `until`; `seed` seeds their choices.

@@ -12,6 +12,7 @@ use parley_client::{Client, ClientOptions, RetryPolicy};
 use tokio::process::{Child, Command};
 
 use crate::netns::GatewayNet;
+use crate::push::{PUSH_COALESCE_MS, PUSH_LEASE_MS};
 
 /// How long a started gateway may take to answer `/readyz`: the first applies the schema,
 /// which on a loaded 2-core machine takes seconds.
@@ -226,6 +227,10 @@ impl Gateway {
             .args(["--gateway-id", &self.id])
             .args(["--bus", &c.bus])
             .args(["--gateway-lease-ms", &GATEWAY_LEASE_MS.to_string()])
+            // The run's push service listens on http://127.0.0.1 (`push.rs`).
+            .arg("--push-allow-http")
+            .args(["--push-coalesce-ms", &PUSH_COALESCE_MS.to_string()])
+            .args(["--push-lease-ms", &PUSH_LEASE_MS.to_string()])
             // Secrets go in the environment, where other users of the machine cannot read them.
             .env("PARLEY_DATABASE_URL", &c.database_url)
             .env("PARLEY_ADMIN_TOKEN", &c.admin_token)

@@ -5,6 +5,11 @@
 //! same `--seed` writes the same `schedule.json`. Faults run one after the other: the load
 //! window is cut into one slot per fault, and each fault starts at a random point of the
 //! first half of its slot and lasts at most the rest of it.
+//!
+//! `push_service_down`, the kind added last, is drawn from a second stream of the same seed:
+//! each fault drawn from the other kinds as before is turned into one with the chance of one
+//! kind in all, so every kind stays equally likely and a seed's schedules stay what they were
+//! before it existed, apart from the faults turned.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +34,11 @@ const ABORT_AFTER_MS_MAX: u64 = 40;
 /// Mixes the schedule index into the run's seed (the 64-bit golden ratio), so schedules of
 /// one run differ and each can be replayed alone.
 const SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Mixes the schedule's seed into the second stream, which turns faults into
+/// `push_service_down`: a constant of MurmurHash3's finalizer, picked among a few such
+/// constants because with it CI's short run (seed 1, 5 schedules) draws every kind, which
+/// `the_short_ci_run_draws_every_kind` holds.
+const PUSH_SEED_MIX: u64 = 0xC4CE_B9FE_1A85_EC53;
 
 /// The kinds of fault, by their names in `schedule.json` and `summary.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -53,6 +63,9 @@ pub enum FaultKind {
     /// A gateway cut from PostgreSQL or NATS (`partition_from`) for `duration_ms`: nftables
     /// drop rules in the gateway's network namespace (`netns.rs`).
     Partition,
+    /// The run's push service (`push.rs`) answers 503 to every notification for
+    /// `duration_ms`, then takes them again: the gateways must retry what it refused.
+    PushServiceDown,
 }
 
 /// What a partition cuts a gateway from.
@@ -75,7 +88,7 @@ impl PartitionFrom {
 
 impl FaultKind {
     /// Every kind a schedule draws from.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::GatewayKill,
         FaultKind::GatewayPause,
         FaultKind::PgTerminateBackend,
@@ -84,6 +97,7 @@ impl FaultKind {
         FaultKind::StuckRowLock,
         FaultKind::ClientDisconnect,
         FaultKind::Partition,
+        FaultKind::PushServiceDown,
     ];
 
     /// The name in JSON files and on the command line.
@@ -97,6 +111,7 @@ impl FaultKind {
             FaultKind::StuckRowLock => "stuck_row_lock",
             FaultKind::ClientDisconnect => "client_disconnect",
             FaultKind::Partition => "partition",
+            FaultKind::PushServiceDown => "push_service_down",
         }
     }
 
@@ -171,9 +186,22 @@ pub fn generate(plan: &Plan, index: usize) -> Schedule {
     } else {
         plan.kinds.clone()
     };
+    // The first stream draws from the other kinds (from `push_service_down` alone when it is
+    // the only one); the second turns a fault into `push_service_down` with its share.
+    let pushes = kinds
+        .iter()
+        .filter(|k| **k == FaultKind::PushServiceDown)
+        .count();
+    let others: Vec<FaultKind> = kinds
+        .iter()
+        .copied()
+        .filter(|k| *k != FaultKind::PushServiceDown)
+        .collect();
+    let drawn_from = if others.is_empty() { &kinds } else { &others };
+    let mut turn = StdRng::seed_from_u64(seed ^ PUSH_SEED_MIX);
     let faults = (0..count)
         .map(|i| {
-            let kind = kinds[rng.gen_range(0..kinds.len())];
+            let kind = drawn_from[rng.gen_range(0..drawn_from.len())];
             let slot_start = start + slot * i as u64;
             let at_ms = slot_start + rng.gen_range(0..=slot / 2);
             let room = (slot_start + slot).saturating_sub(at_ms);
@@ -197,6 +225,17 @@ pub fn generate(plan: &Plan, index: usize) -> Schedule {
             let client = kind == FaultKind::ClientDisconnect;
             let device = client.then(|| rng.gen_range(0..plan.devices.max(1)));
             let abort_after_ms = client.then(|| rng.gen_range(0..=ABORT_AFTER_MS_MAX));
+            if !others.is_empty() && turn.gen_range(0..kinds.len()) < pushes {
+                return Fault {
+                    at_ms,
+                    kind: FaultKind::PushServiceDown,
+                    duration_ms: turn.gen_range(FAULT_DURATION_MS_MIN..=longest),
+                    gateway: None,
+                    device: None,
+                    abort_after_ms: None,
+                    partition_from: None,
+                };
+            }
             Fault {
                 at_ms,
                 kind,
@@ -283,6 +322,57 @@ mod tests {
                 "{counts:?}"
             );
         }
+    }
+
+    /// CI's short run (`scripts/chaos.sh`: seed 1, 5 schedules of 20 s, 3 gateways, every
+    /// kind) takes the push service down, and draws every other kind too.
+    #[test]
+    fn the_short_ci_run_draws_every_kind() {
+        let plan = Plan {
+            devices: crate::load::DEVICES_LEN,
+            ..plan(1)
+        };
+        let kinds: Vec<FaultKind> = (0..5)
+            .flat_map(|i| generate(&plan, i).faults)
+            .map(|f| f.kind)
+            .collect();
+        let counts = count_by_kind(&kinds);
+        assert_eq!(counts.len(), FaultKind::ALL.len(), "{counts:?}");
+        assert!(counts["push_service_down"] > 0);
+    }
+
+    #[test]
+    fn push_service_down_turns_faults_and_leaves_the_other_draws_as_they_were() {
+        let before = Plan {
+            kinds: FaultKind::ALL
+                .into_iter()
+                .filter(|k| *k != FaultKind::PushServiceDown)
+                .collect(),
+            ..plan(1)
+        };
+        let mut turned = 0;
+        for index in 0..100 {
+            let (old, new) = (generate(&before, index), generate(&plan(1), index));
+            assert_eq!(old.faults.len(), new.faults.len());
+            for (o, n) in old.faults.iter().zip(&new.faults) {
+                if n.kind == FaultKind::PushServiceDown {
+                    turned += 1;
+                    assert_eq!(n.at_ms, o.at_ms);
+                    assert!(n.gateway.is_none() && n.device.is_none(), "{n:?}");
+                } else {
+                    assert_eq!(n, o);
+                }
+            }
+        }
+        assert!(turned > 20, "{turned}");
+        let only = Plan {
+            kinds: vec![FaultKind::PushServiceDown],
+            ..plan(1)
+        };
+        assert!(generate(&only, 0)
+            .faults
+            .iter()
+            .all(|f| f.kind == FaultKind::PushServiceDown && f.duration_ms > 0));
     }
 
     #[test]

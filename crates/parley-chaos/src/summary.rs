@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::faults::FaultOutcome;
+use crate::push_check::{PushAnomaly, PushReport};
 use crate::ChaosArgs;
 
 /// The totals of a run. `schedules_run`, `faults`, `operations`, `anomalies`,
@@ -22,6 +23,11 @@ pub struct Summary {
     pub anomalies: BTreeMap<String, u64>,
     pub unknown_outcomes: u64,
     pub recovered: u64,
+    /// Anomalies of offline notifications found by `push_check.rs`, by kind (both kinds
+    /// listed): apart from `anomalies`, whose keys are the history checker's kinds.
+    pub push_anomalies: BTreeMap<String, u64>,
+    /// What the offline devices were owed and received.
+    pub push: PushTotals,
     /// Faults not possible in this cluster (a PostgreSQL restart on a given database, a NATS
     /// restart on PostgreSQL's bus), by kind.
     pub faults_skipped: BTreeMap<String, u64>,
@@ -43,6 +49,21 @@ pub struct Summary {
     pub duration_s: f64,
 }
 
+/// The notification totals of a run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PushTotals {
+    /// Offline devices subscribed, over all schedules.
+    pub devices: u64,
+    /// (device, conversation) pairs owed a notification of their latest unread message.
+    pub expected: u64,
+    /// Of those, the pairs that received it.
+    pub delivered: u64,
+    /// Notifications the offline devices received.
+    pub received: u64,
+    /// Longest wait after a schedule quiesced for the notifications it owed.
+    pub settle_ms_max: u64,
+}
+
 impl Summary {
     /// `netns`: whether the gateways run in network namespaces (else partitions cannot run).
     pub fn new(args: &ChaosArgs, gateways: usize, netns: bool) -> Summary {
@@ -57,6 +78,8 @@ impl Summary {
                 .collect(),
             unknown_outcomes: 0,
             recovered: 0,
+            push_anomalies: PushAnomaly::zeroes(),
+            push: PushTotals::default(),
             faults_skipped: BTreeMap::new(),
             faults_failed: BTreeMap::new(),
             schedules_with_anomalies: Vec::new(),
@@ -91,10 +114,41 @@ impl Summary {
             *self.anomalies.entry(kind.clone()).or_insert(0) += count;
         }
         if report.total() > 0 {
-            self.schedules_with_anomalies.push(index);
+            self.flag_schedule(index);
         }
         self.unknown_outcomes += report.unknown_outcomes;
         self.recovered += report.recovered;
         self.repairs += repairs as u64;
+    }
+
+    /// Adds the notification report of schedule `index` (after [`add`](Self::add)).
+    pub fn add_push(&mut self, index: usize, push: &PushReport) {
+        self.push.devices += push.devices;
+        self.push.expected += push.expected;
+        self.push.delivered += push.delivered;
+        self.push.received += push.received;
+        self.push.settle_ms_max = self.push.settle_ms_max.max(push.settle_ms);
+        for (kind, count) in &push.anomalies {
+            *self.push_anomalies.entry(kind.clone()).or_insert(0) += count;
+        }
+        if push.total() > 0 {
+            self.flag_schedule(index);
+        }
+    }
+
+    /// Duplicated notifications of schedule `index` that arrived after it was judged.
+    pub fn add_late_push_duplicates(&mut self, index: usize, n: u64) {
+        *self
+            .push_anomalies
+            .entry(PushAnomaly::Duplicated.as_str().to_owned())
+            .or_insert(0) += n;
+        self.push.received += n;
+        self.flag_schedule(index);
+    }
+
+    fn flag_schedule(&mut self, index: usize) {
+        if let Err(at) = self.schedules_with_anomalies.binary_search(&index) {
+            self.schedules_with_anomalies.insert(at, index);
+        }
     }
 }
