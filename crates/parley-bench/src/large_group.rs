@@ -68,15 +68,15 @@ pub struct LargeGroupArgs {
     #[arg(long, default_value_t = 20.0)]
     pub send_rate: f64,
     /// Process id of the server, whose CPU time and memory are read from /proc (large-group,
-    /// connections, fanout).
+    /// connections, fanout, media, push).
     #[arg(long)]
     pub server_pid: Option<u32>,
     /// Requests in flight while creating users, devices and members (large-group, connections,
-    /// fanout).
+    /// fanout, push).
     #[arg(long, default_value_t = 32)]
     pub setup_concurrency: usize,
     /// Count only the PostgreSQL backends connected to this database, so other clients of the
-    /// same server stay out of the CPU figure (large-group, fanout).
+    /// same server stay out of the CPU figure (large-group, fanout, push).
     #[arg(long)]
     pub postgres_database: Option<String>,
 }

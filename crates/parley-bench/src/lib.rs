@@ -13,6 +13,11 @@
 //! Scenario `media` (`media.rs`): attachments' upload and download throughput against the raw
 //! disk in the same run, the server's memory under concurrent large uploads, and the media
 //! sweep's deletion rate.
+//!
+//! Scenario `push` (`push_notify.rs`): offline notifications by Web Push to every member device
+//! of many groups, none connected, at a push service in this process: notifications per second,
+//! commit (ack) to notification, the server's CPU per notification, and the send throughput
+//! with and without notifications in the same run.
 
 mod connections;
 mod cpu;
@@ -22,6 +27,7 @@ mod large_group;
 mod media;
 mod online_groups;
 mod push_latency;
+mod push_notify;
 mod report;
 mod rss;
 mod sync_feed;
@@ -82,6 +88,10 @@ pub enum Scenario {
     /// Attachments: upload and download throughput against the raw disk, the server's memory
     /// under concurrent large uploads (--server-pid), and the media sweep's deletion rate.
     Media,
+    /// Offline notifications: every member device of many groups, none connected, registered
+    /// for Web Push at a push service in this process; notifications per second, commit to
+    /// notification, server CPU per notification, sends with and without notifications.
+    Push,
 }
 
 /// How the gateways the benchmark starts pass committed events to each other.
@@ -172,6 +182,8 @@ pub struct BenchArgs {
     pub fanout: FanoutArgs,
     #[command(flatten)]
     pub media: media::MediaArgs,
+    #[command(flatten)]
+    pub push: push_notify::PushArgs,
     /// Seconds of load (load-model scenarios).
     #[arg(long, default_value_t = 30)]
     pub duration: u64,
@@ -243,5 +255,6 @@ async fn run(args: &BenchArgs, t: &Target) -> anyhow::Result<()> {
         Scenario::Connections => connections::run(args, t).await,
         Scenario::Fanout => fanout::run(args, t).await,
         Scenario::Media => media::run(args, t).await,
+        Scenario::Push => push_notify::run(args, t).await,
     }
 }

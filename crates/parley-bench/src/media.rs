@@ -604,7 +604,7 @@ fn count_files(dir: &Path) -> Result<u64> {
 }
 
 /// The 1-minute load average of the machine, from `/proc/loadavg`.
-fn load_average() -> Option<f64> {
+pub(crate) fn load_average() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
     text.split_whitespace().next()?.parse().ok()
 }
