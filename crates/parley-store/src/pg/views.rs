@@ -169,7 +169,8 @@ impl crate::flow::push::PushTx for PgTx<'_> {
        FROM (SELECT user_id, device_id, conv_id FROM push_pending
               WHERE due_ms <= $2 AND (lease_until_ms IS NULL OR lease_until_ms < $2)
               ORDER BY due_ms LIMIT $4 FOR UPDATE SKIP LOCKED) c
-      WHERE p.user_id = c.user_id AND p.device_id = c.device_id AND p.conv_id = c.conv_id";
+      WHERE p.user_id = c.user_id AND p.device_id = c.device_id AND p.conv_id = c.conv_id
+      RETURNING p.user_id, p.device_id, p.conv_id";
     const EXPAND_LOCK_SQL: &'static str =
         "SELECT CAST(CASE WHEN pg_try_advisory_xact_lock(7031420014) THEN 1 ELSE 0 END AS BIGINT) AS locked";
 }

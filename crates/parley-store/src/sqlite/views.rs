@@ -72,6 +72,7 @@ impl crate::flow::push::PushTx for Tx<'_> {
          lease_until_ms = $2 + $3
        WHERE rowid IN (SELECT rowid FROM push_pending
               WHERE due_ms <= $2 AND (lease_until_ms IS NULL OR lease_until_ms < $2)
-              ORDER BY due_ms LIMIT $4)";
+              ORDER BY due_ms LIMIT $4)
+       RETURNING user_id, device_id, conv_id";
     const EXPAND_LOCK_SQL: &'static str = "SELECT 1 AS locked";
 }
