@@ -18,13 +18,19 @@ const BYTES_MAX: u64 = 4096;
 const CHUNK_IDLE_MS: u64 = 300;
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
-fn config() -> ServerConfig {
+/// The grace of the sweep tests' servers: short, so the sweep is seen within a test, and longer
+/// than the moments between an upload and the send naming it, which a grace of 0 would race.
+const SWEEP_GRACE_MS: u64 = 1_000;
+
+/// These servers' configuration; `grace_ms` is the grace of unsent uploads (the sweep runs
+/// every 50 ms).
+fn config(grace_ms: u64) -> ServerConfig {
     ServerConfig {
         purge_interval_ms: 50,
         media: MediaLimits {
             bytes_max: BYTES_MAX,
             chunk_idle_ms: CHUNK_IDLE_MS,
-            grace_ms: 0,
+            grace_ms,
             ..MediaLimits::default()
         },
         ..ServerConfig::default()
@@ -83,7 +89,7 @@ test_on_both_stores!(
 /// image that is text (415), a PNG whose header claims 100000×100000 (422): each answered with
 /// its code and nothing kept.
 async fn refused_uploads_keep_nothing(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_on(store, config()).await;
+    let server = TestServer::start_on(store, config(SWEEP_GRACE_MS)).await;
     let ana = server.user_with_device("u-ana").await;
     let addr = server_addr(server.base_url())?;
     let token = ana.token().to_owned();
@@ -179,7 +185,8 @@ test_on_both_stores!(
 /// by its dimensions; a PNG with script after its end is served as a PNG under `nosniff` and a
 /// sandbox; HTML named `.png` is served as an attachment, never as HTML.
 async fn names_and_polyglots_stay_harmless(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_on(store, config()).await;
+    // No sweep while the test reads its unsent uploads back.
+    let server = TestServer::start_on(store, config(MediaLimits::default().grace_ms)).await;
     let ana = server.user_with_device("u-ana").await;
     let traversal = ana
         .upload(
@@ -258,10 +265,10 @@ test_on_both_stores!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     unsent_uploads_are_swept
 );
-/// With no grace, an upload no message names is deleted by the server's own sweep, bytes
+/// After a short grace, an upload no message names is deleted by the server's own sweep, bytes
 /// included; a sent one stays.
 async fn unsent_uploads_are_swept(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_on(store, config()).await;
+    let server = TestServer::start_on(store, config(SWEEP_GRACE_MS)).await;
     let ana = server.user_with_device("u-ana").await;
     ana.create_conversation(
         &parley_client::NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"),
@@ -345,7 +352,7 @@ test_on_both_stores!(
 /// With the object-store backend (its local filesystem, as `--media-url file://…`), an upload
 /// is served whole and by range, its thumbnail made and stored, and an unsent one swept.
 async fn the_object_store_backend_serves_the_same(store: StoreKind) -> Result<()> {
-    let server = TestServer::start_with_object_media(store, config()).await;
+    let server = TestServer::start_with_object_media(store, config(SWEEP_GRACE_MS)).await;
     let ana = server.user_with_device("u-ana").await;
     ana.create_conversation(
         &parley_client::NewConversation::group(Vec::<String>::new()).with_conv_id("c-1"),
