@@ -16,6 +16,7 @@ pub mod media;
 pub mod membership;
 pub mod rejection;
 pub mod relations;
+pub mod search;
 
 pub use conversation::{ConvKind, ConversationView, DeliveryMode, MemberView};
 pub use event::{Event, EventKind, EventsPage};
@@ -26,3 +27,4 @@ pub use media::{Attachment, MediaId};
 pub use membership::{Period, Role};
 pub use rejection::Rejection;
 pub use relations::{ReactionKey, Relations, SendRelations};
+pub use search::{SearchCursor, SearchError, SearchLanguage, SearchOrder, SearchQuery, Snippet};

@@ -37,6 +37,7 @@ pub(crate) trait Backend:
         + FeedTx
         + crate::flow::media::MediaTx
         + crate::flow::push::PushTx
+        + crate::flow::search::SearchTx
         + 'static;
     /// A pooled connection, for a read of one statement outside a transaction.
     type Conn: DerefMut<Target: Sql + Sized> + Send;

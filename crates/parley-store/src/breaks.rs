@@ -17,7 +17,7 @@ pub const BREAKS_ENV: &str = "PARLEY_TEST_BREAKS";
 pub const BREAKS_COMPILED: bool = cfg!(feature = "test-breaks");
 
 /// Every break by its public name, in the order they are reported.
-pub const BREAK_NAMES: [&str; 7] = [
+pub const BREAK_NAMES: [&str; 8] = [
     NO_ROW_LOCK,
     NO_UNIQUE_INDEX,
     CLEANUP_WITHOUT_CAD,
@@ -25,6 +25,7 @@ pub const BREAK_NAMES: [&str; 7] = [
     NO_TARGET_VISIBILITY,
     NO_MEDIA_VISIBILITY,
     PUSH_IGNORES_READ,
+    SEARCH_IGNORES_PERIODS,
 ];
 
 const NO_ROW_LOCK: &str = "no-row-lock";
@@ -41,6 +42,10 @@ const NO_MEDIA_VISIBILITY: &str = "no-media-visibility";
 /// The claim reports every notification unread, so a device is notified of a message its user
 /// already read on another device (docs/PUSH.md).
 const PUSH_IGNORES_READ: &str = "push-ignores-read";
+/// A search checks that the searcher is a member of the conversation but not that a hit lies
+/// inside one of their periods, so a member finds messages from before they joined or after
+/// they left (docs/SEARCH.md).
+const SEARCH_IGNORES_PERIODS: &str = "search-ignores-periods";
 
 /// A set of removed guards; the default removes none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,6 +57,7 @@ pub struct Breaks {
     no_target_visibility: bool,
     no_media_visibility: bool,
     push_ignores_read: bool,
+    search_ignores_periods: bool,
 }
 
 /// Why a list of breaks was refused.
@@ -93,6 +99,7 @@ impl Breaks {
                 NO_TARGET_VISIBILITY => &mut breaks.no_target_visibility,
                 NO_MEDIA_VISIBILITY => &mut breaks.no_media_visibility,
                 PUSH_IGNORES_READ => &mut breaks.push_ignores_read,
+                SEARCH_IGNORES_PERIODS => &mut breaks.search_ignores_periods,
                 other => return Err(BreaksError::Unknown(other.to_owned())),
             };
             *flag = true;
@@ -154,6 +161,12 @@ impl Breaks {
     pub fn push_ignores_read(&self) -> bool {
         BREAKS_COMPILED && self.push_ignores_read
     }
+
+    /// `search-ignores-periods`: a search finds every message of a conversation the searcher
+    /// belongs to, not only those inside their periods.
+    pub fn search_ignores_periods(&self) -> bool {
+        BREAKS_COMPILED && self.search_ignores_periods
+    }
 }
 
 /// The names of the removed guards, comma-separated, or `none`.
@@ -167,6 +180,7 @@ impl fmt::Display for Breaks {
             self.no_target_visibility(),
             self.no_media_visibility(),
             self.push_ignores_read(),
+            self.search_ignores_periods(),
         ];
         let names: Vec<&str> = BREAK_NAMES
             .iter()

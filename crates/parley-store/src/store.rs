@@ -105,6 +105,27 @@ pub trait Store: Send + Sync + 'static {
         role: Role,
     ) -> Result<Role, StoreError>;
 
+    // Search (docs/SEARCH.md).
+    /// The messages `req.user` may read that match the query, at most `req.limit`, in the
+    /// request's order.
+    async fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>, StoreError>;
+    /// The conversation's search language; `NotMember` unless the viewer ever had a period.
+    async fn search_language(
+        &self,
+        conv_id: &ConvId,
+        viewer: &UserId,
+    ) -> Result<parley_domain::SearchLanguage, StoreError>;
+    /// Sets the conversation's search language (an owner or admin), splitting its messages
+    /// again in the same transaction.
+    async fn set_search_language(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        language: parley_domain::SearchLanguage,
+    ) -> Result<parley_domain::SearchLanguage, StoreError>;
+    /// Whether new messages are being indexed, and how far the index lags the log.
+    async fn search_status(&self) -> Result<SearchStatus, StoreError>;
+
     // The log.
     /// The send transaction of SPEC §4.
     async fn send(&self, req: &SendRequest) -> Result<SendOutcome, StoreError>;

@@ -253,6 +253,31 @@ impl<B: Backend> Store for B {
         push::backlog(self).await
     }
 
+    async fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>, StoreError> {
+        crate::flow::search::search(self, req).await
+    }
+
+    async fn search_language(
+        &self,
+        conv_id: &ConvId,
+        viewer: &UserId,
+    ) -> Result<parley_domain::SearchLanguage, StoreError> {
+        crate::flow::search::language(self, conv_id, viewer).await
+    }
+
+    async fn set_search_language(
+        &self,
+        conv_id: &ConvId,
+        actor: &UserId,
+        language: parley_domain::SearchLanguage,
+    ) -> Result<parley_domain::SearchLanguage, StoreError> {
+        crate::flow::search::set_language(self, conv_id, actor, language).await
+    }
+
+    async fn search_status(&self) -> Result<SearchStatus, StoreError> {
+        crate::flow::search::status(self).await
+    }
+
     async fn thread(
         &self,
         conv_id: &ConvId,

@@ -444,3 +444,38 @@ pub struct MediaSweep {
     /// Blobs whose bytes were deleted, no upload naming them any more.
     pub blobs_deleted: u64,
 }
+
+/// A search of the messages `user` may read (docs/SEARCH.md).
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub user: UserId,
+    pub query: parley_domain::SearchQuery,
+    pub order: parley_domain::SearchOrder,
+    pub cursor: Option<parley_domain::SearchCursor>,
+    /// At most this many hits.
+    pub limit: u32,
+}
+
+/// One message a search found, with its current body (the snippet is cut from it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchHit {
+    pub conv_id: ConvId,
+    pub seq: i64,
+    pub sender_user: UserId,
+    pub created_at: DateTime<Utc>,
+    /// The order key of newest-first pages and their cursors.
+    pub at_us: i64,
+    pub language: parley_domain::SearchLanguage,
+    pub body: String,
+}
+
+/// How the search index follows the log, for `GET /v1/admin/server`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchStatus {
+    /// Messages are indexed by a trigger in their own transaction (false only where an
+    /// operator or a benchmark switched the trigger off).
+    pub indexing: bool,
+    /// Committed messages not yet findable: 0 whenever `indexing`, since the index is written
+    /// in the message's transaction.
+    pub lag_events: i64,
+}

@@ -20,6 +20,7 @@ pub(crate) mod relate;
 pub(crate) mod retention;
 pub(crate) mod role;
 pub(crate) mod route;
+pub(crate) mod search;
 pub(crate) mod send;
 
 use std::future::Future;

@@ -16,6 +16,7 @@ mod recall;
 mod retention;
 pub use crate::sql::{EVENTS_RANGE_ASC_SQL, EVENTS_RANGE_DESC_SQL};
 mod rows;
+mod search;
 mod send;
 mod send_batch;
 mod send_function;

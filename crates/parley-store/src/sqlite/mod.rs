@@ -31,6 +31,7 @@ mod realtime;
 mod recall;
 mod retention;
 mod rows;
+mod search;
 mod send;
 mod send_batch;
 pub mod send_queue;

@@ -534,3 +534,41 @@ async fn store_push_levels_stored_sparsely() -> Result<()> {
     let sql = parley_testkit::Sql::Postgres(store.pool().clone());
     contract::push::levels_stored_sparsely(&store, &sql).await
 }
+
+#[tokio::test]
+async fn store_search_query_language() -> Result<()> {
+    contract::search::query_language(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_search_visibility_follows_periods() -> Result<()> {
+    contract::search::visibility_follows_periods(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_search_language_per_conversation() -> Result<()> {
+    contract::search::language_per_conversation(&*store().await).await
+}
+
+/// Besides the contract, the index itself: after a recall, an edit and a purge, exactly one row
+/// per message that still has a body.
+#[tokio::test]
+async fn store_search_index_follows_recall_edit_purge() -> Result<()> {
+    let (db, store) = pg().await;
+    let conv = contract::search::index_follows_recall_edit_purge(&store).await?;
+    let pool = sqlx::PgPool::connect(db.url()).await?;
+    let (docs, bodies): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM search_docs WHERE conv_id = $1),
+                (SELECT count(*) FROM events WHERE conv_id = $1 AND kind = 'msg'
+                   AND body IS NOT NULL AND recalled_at IS NULL)",
+    )
+    .bind(conv.as_str())
+    .fetch_one(&pool)
+    .await?;
+    pool.close().await;
+    ensure!(
+        docs == 1 && bodies == 1,
+        "index rows outlived their bodies: {docs} docs, {bodies} bodies"
+    );
+    Ok(())
+}

@@ -385,3 +385,48 @@ async fn store_push_levels_stored_sparsely() -> Result<()> {
     let (store, sql, _dir) = store_and_sql().await?;
     contract::push::levels_stored_sparsely(&store, &sql).await
 }
+
+#[tokio::test]
+async fn store_search_query_language() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::search::query_language(&*store).await
+}
+
+#[tokio::test]
+async fn store_search_visibility_follows_periods() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::search::visibility_follows_periods(&*store).await
+}
+
+#[tokio::test]
+async fn store_search_language_per_conversation() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::search::language_per_conversation(&*store).await
+}
+
+/// Besides the contract, the index itself: after a recall, an edit and a purge, exactly one row
+/// per message that still has a body, in `search_docs` and in the FTS5 table of its language.
+#[tokio::test]
+async fn store_search_index_follows_recall_edit_purge() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let sqlite = SqliteStore::open_dir(dir.path()).await?;
+    sqlite.migrate().await?;
+    let conv = contract::search::index_follows_recall_edit_purge(&sqlite).await?;
+    let mut probe =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=ro", sqlite.path().display()))
+            .await?;
+    let (docs, words, bodies): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM search_docs WHERE conv_id = $1),
+                (SELECT count(*) FROM search_words_simple) + (SELECT count(*) FROM search_words_english),
+                (SELECT count(*) FROM events WHERE conv_id = $1 AND kind = 'msg'
+                   AND body IS NOT NULL AND recalled_at IS NULL)",
+    )
+    .bind(conv.as_str())
+    .fetch_one(&mut probe)
+    .await?;
+    ensure!(
+        docs == 1 && words == 1 && bodies == 1,
+        "index rows outlived their bodies: {docs} docs, {words} word rows, {bodies} bodies"
+    );
+    Ok(())
+}

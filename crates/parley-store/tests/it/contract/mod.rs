@@ -8,6 +8,7 @@ pub mod media;
 pub mod presence;
 pub mod push;
 pub mod relations;
+pub mod search;
 
 use std::sync::Arc;
 

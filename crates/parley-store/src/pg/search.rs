@@ -1,0 +1,68 @@
+//! Message search on PostgreSQL (docs/SEARCH.md): `search_docs` holds each message's words as a
+//! `tsvector` in its conversation's language, under one GIN index over the conversation and the
+//! words (btree_gin), so a search narrows to the searcher's conversations inside the index.
+
+use parley_domain::SearchQuery;
+
+use super::PgTx;
+use crate::flow::search::SearchTx;
+
+/// The visibility rule of a read, then the filters and the newest-first cursor: the searcher
+/// has a period of the conversation that holds the message.
+macro_rules! visible_and_filtered {
+    () => {
+        " AND ($10::bigint = 1 OR EXISTS (SELECT 1 FROM membership_periods p
+                       WHERE p.conv_id = d.conv_id AND p.user_id = $1 AND d.seq >= p.from_seq
+                         AND (p.to_seq IS NULL OR d.seq <= p.to_seq)))
+          AND ($3::text IS NULL OR d.conv_id = $3)
+          AND ($4::text IS NULL OR d.sender_user = $4)
+          AND ($5::bigint IS NULL OR (d.at_us, d.conv_id, d.seq) < ($5, $6::text, $7::bigint))"
+    };
+}
+
+/// The searcher's conversations, as a set the GIN index is probed with; then the words, first
+/// against the query in every language (a condition the index can answer), then exactly in
+/// the message's own language.
+macro_rules! matching {
+    () => {
+        "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, e.body,
+                e.created_at
+           FROM search_docs d JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
+          WHERE d.conv_id IN (SELECT m.conv_id FROM membership_periods m WHERE m.user_id = $1)
+            AND d.words @@ (to_tsquery('simple', $2) || to_tsquery('english', $2))
+            AND d.words @@ to_tsquery(d.lang, $2)"
+    };
+}
+
+impl SearchTx for PgTx<'_> {
+    const SEARCH_NEWEST_SQL: &'static str = concat!(
+        matching!(),
+        visible_and_filtered!(),
+        " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+    );
+    const SEARCH_RANK_SQL: &'static str = concat!(
+        matching!(),
+        visible_and_filtered!(),
+        " ORDER BY ts_rank(d.words, to_tsquery(d.lang, $2)) DESC, d.at_us DESC,
+                   d.conv_id DESC, d.seq DESC
+          LIMIT $8 OFFSET $9"
+    );
+    const SEARCH_FILTERS_SQL: &'static str = concat!(
+        "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, e.body,
+                e.created_at
+           FROM search_docs d JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
+          WHERE d.conv_id IN (SELECT m.conv_id FROM membership_periods m WHERE m.user_id = $1)
+            AND $2::text IS NOT NULL",
+        visible_and_filtered!(),
+        " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+    );
+    const INDEXING_SQL: &'static str = "SELECT CAST(count(*) AS BIGINT) AS enabled FROM pg_trigger
+        WHERE tgname = 'events_search_insert' AND tgenabled <> 'D'";
+
+    const SET_LANGUAGE_SQL: &'static str =
+        "UPDATE conversations SET search_lang = CAST($2 AS regconfig) WHERE conv_id = $1";
+
+    fn match_text(query: &SearchQuery) -> String {
+        query.to_tsquery_text()
+    }
+}
