@@ -75,6 +75,7 @@ mod raw;
 pub mod relations;
 mod request;
 pub mod retry;
+pub mod search;
 pub mod sync;
 pub mod types;
 pub mod ws;
@@ -89,6 +90,7 @@ pub use retry::{
     RetryPolicy, ATTEMPTS_MAX_DEFAULT, BACKOFF_FIRST_MS_DEFAULT, BACKOFF_MAX_MS_DEFAULT,
     RETRY_BUDGET_MS_DEFAULT,
 };
+pub use search::SearchOptions;
 pub use sync::{
     CatchUpOptions, CatchUpReport, ConvSync, EventSink, Restart, SavedSync, SyncState,
     EVENTS_PAGE_LEN_MAX,
@@ -103,5 +105,7 @@ pub use ws::{Delivery, Incoming, Realtime, RealtimeHandle, RealtimeOptions, Stop
 
 /// The HTTP method type used by [`Client::raw`], re-exported so tests need no direct reqwest
 /// dependency.
-pub use parley_wire::{Media, PushPayload, PushTargetInfo, SignedUrls};
+pub use parley_wire::{
+    Highlight, Media, PushPayload, PushTargetInfo, SearchHit, SearchResults, SignedUrls,
+};
 pub use reqwest::Method;

@@ -38,6 +38,8 @@ pub const ADMIN_TOKEN_SCHEME: &str = "admin_token";
             signed URLs (docs/MEDIA.md)."),
         (name = "notifications", description = "Offline notifications: push registrations \
             (Web Push, push gateways), levels and settings (docs/PUSH.md)."),
+        (name = "search", description = "Message search over what the caller may read, and \
+            a conversation's search language (docs/SEARCH.md)."),
         (name = "meta", description = "This document."),
         (name = "web", description = "The browser client (docs/WEB.md)."),
     )

@@ -346,6 +346,40 @@ impl Store for FakeStore {
         Ok(())
     }
 
+    async fn search(
+        &self,
+        _: &parley_store::SearchRequest,
+    ) -> Result<Vec<parley_store::SearchHit>, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn search_language(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+    ) -> Result<parley_domain::SearchLanguage, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn set_search_language(
+        &self,
+        _: &ConvId,
+        _: &UserId,
+        _: parley_domain::SearchLanguage,
+    ) -> Result<parley_domain::SearchLanguage, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn search_status(&self) -> Result<parley_store::SearchStatus, StoreError> {
+        Ok(parley_store::SearchStatus {
+            indexing: true,
+            lag_events: 0,
+        })
+    }
+
     async fn push_backlog(&self) -> Result<parley_store::PushBacklog, StoreError> {
         Ok(parley_store::PushBacklog::default())
     }
@@ -815,6 +849,9 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("put", "/v1/conversations/{conv_id}/notifications"),
     ("get", "/v1/me/notifications"),
     ("put", "/v1/me/notifications"),
+    ("get", "/v1/search"),
+    ("get", "/v1/conversations/{conv_id}/search"),
+    ("put", "/v1/conversations/{conv_id}/search"),
     ("get", "/metrics"),
     ("get", "/"),
     ("get", "/web/{name}"),

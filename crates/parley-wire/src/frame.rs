@@ -73,6 +73,27 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         epoch: Option<i64>,
     },
+    /// Answered like `GET /v1/search`: a [`crate::SearchResults`] (docs/SEARCH.md).
+    Search {
+        q: String,
+        /// Only this conversation (as `in:` does).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conv_id: Option<String>,
+        /// Only this sender (as `from:` does).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        #[serde(
+            default,
+            deserialize_with = "saturating_u32",
+            skip_serializing_if = "Option::is_none"
+        )]
+        limit: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cursor: Option<String>,
+        /// `newest` (the default) or `rank`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        order: Option<String>,
+    },
     /// Answered by a `pong`; also counts as activity against the server's idle timeout.
     Ping,
     /// The device's user is typing in `conv_id`: ephemeral, never in the log and never acked.

@@ -23,6 +23,7 @@ pub mod frame;
 #[cfg(test)]
 mod fuzz_tests;
 pub mod push;
+pub mod search;
 pub mod typed;
 
 pub use answer::{
@@ -35,4 +36,5 @@ pub use push::{
     NotificationLevel, NotificationSettings, PushPayload, PushRegistration, PushTargetInfo,
     VapidPublicKey, WebPushKeys,
 };
+pub use search::{Highlight, SearchHit, SearchLanguageSetting, SearchResults};
 pub use typed::{Edit, MembershipChange, Message, Reaction, Recall, TypedEvent};

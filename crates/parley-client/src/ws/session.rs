@@ -246,6 +246,27 @@ impl RealtimeHandle {
             .await
     }
 
+    /// One page of a search (a `search` frame), answered like [`crate::Client::search`]. A
+    /// search writes nothing, so it is resent like a sync.
+    pub async fn search(
+        &self,
+        search: &crate::SearchOptions,
+    ) -> Result<parley_wire::SearchResults, ClientError> {
+        self.inner
+            .retry
+            .run(|| {
+                self.request(Request::Search {
+                    q: search.q.clone(),
+                    conv_id: search.conv_id.clone(),
+                    from: search.from.clone(),
+                    limit: search.limit,
+                    cursor: search.cursor.clone(),
+                    order: search.order().map(str::to_owned),
+                })
+            })
+            .await
+    }
+
     /// Adds the caller's reaction `key` to the message at `seq` (a `react` frame). Resent
     /// like a send, which is safe: a reaction the caller has answers `changed: false`.
     pub async fn react(

@@ -388,6 +388,7 @@ async fn answer(
         FrameRequest::Sync(sync) => frames::reply(req_id, sync.run(state, device).await),
         FrameRequest::Edit(edit) => frames::reply(req_id, edit.run(state, device).await),
         FrameRequest::React(react) => frames::reply(req_id, react.run(state, device).await),
+        FrameRequest::Search(search) => frames::reply(req_id, search.run(state, device).await),
         FrameRequest::Typing(conv_id) => {
             match super::ephemeral::typing(state, device, conv_id).await {
                 Ok(()) => return None,

@@ -4,7 +4,9 @@ use parley_domain::ConvId;
 use parley_wire::Request;
 use serde_json::Value;
 
-use super::{fields, EditMessage, MarkRead, React, SendMessage, SyncAfter};
+use super::{
+    fields, EditMessage, MarkRead, React, SearchFields, SearchMessages, SendMessage, SyncAfter,
+};
 use crate::error::ApiError;
 use crate::gateway::frames::{req_id_of, ClientFrame};
 
@@ -17,6 +19,7 @@ pub enum FrameRequest {
     Sync(SyncAfter),
     Edit(EditMessage),
     React(React),
+    Search(SearchMessages),
     /// Ephemeral: relayed, or refused with `NOT_MEMBER`; never acked.
     Typing(ConvId),
 }
@@ -43,6 +46,7 @@ impl FrameRequest {
             Self::Sync(_) => "sync",
             Self::Edit(_) => "edit",
             Self::React(_) => "react",
+            Self::Search(_) => "search",
             Self::Typing(_) => "typing",
         }
     }
@@ -110,6 +114,21 @@ fn checked(value: Value, body_bytes_max: usize) -> Result<FrameRequest, ApiError
             epoch,
         } => FrameRequest::Sync(SyncAfter::from_frame(&conv_id, after, limit, epoch)?),
         Request::Typing { conv_id } => FrameRequest::Typing(fields::conv_id(&conv_id)?),
+        Request::Search {
+            q,
+            conv_id,
+            from,
+            limit,
+            cursor,
+            order,
+        } => FrameRequest::Search(SearchMessages::parse(SearchFields {
+            q: Some(&q),
+            conv_id: conv_id.as_deref(),
+            from: from.as_deref(),
+            limit: limit.map(i64::from),
+            cursor: cursor.as_deref(),
+            order: order.as_deref(),
+        })?),
     })
 }
 

@@ -116,6 +116,9 @@ proptest! {
                 prop_assert!(edit.target_seq >= 1);
             }
             Ok(FrameRequest::React(react)) => prop_assert!(react.target_seq >= 1),
+            Ok(FrameRequest::Search(search)) => {
+                prop_assert!(search.limit >= 1 && search.query.term_count() <= 16);
+            }
             Ok(FrameRequest::Read(_) | FrameRequest::Ping | FrameRequest::Typing(_)) => {}
             Err(e) => prop_assert!(
                 matches!(e.status().as_u16(), 400 | 413),

@@ -18,6 +18,7 @@ mod fuzz_tests;
 pub mod read;
 mod recall;
 pub mod relate;
+pub mod search;
 pub mod send;
 
 pub use events::{History, ReadEvents, SyncAfter};
@@ -25,4 +26,5 @@ pub use frame::FrameRequest;
 pub use read::MarkRead;
 pub use recall::Recall;
 pub use relate::{EditMessage, React};
+pub use search::{SearchFields, SearchMessages};
 pub use send::SendMessage;

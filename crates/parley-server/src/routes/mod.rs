@@ -16,6 +16,7 @@ mod push;
 mod read;
 mod recall;
 mod relations;
+mod search;
 mod server_info;
 mod web;
 
@@ -69,6 +70,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(push::get_level, push::set_level))
         .routes(routes!(push::get_settings, push::set_settings))
+        .routes(routes!(search::search))
+        .routes(routes!(search::get_language, search::set_language))
         .routes(routes!(presence::list))
         .routes(routes!(metrics::admin_only))
         .routes(routes!(web::page))

@@ -5,6 +5,7 @@
 use axum::extract::State;
 use axum::Json;
 use parley_domain::limits::{CREATE_MEMBERS_MAX, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use parley_domain::search::{SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX};
 use parley_wire::ErrorBody;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -27,6 +28,23 @@ pub struct ServerInfo {
     gateway_id: String,
     limits: ServerLimits,
     push: PushBacklogInfo,
+    search: SearchIndexInfo,
+}
+
+/// How the search index follows the log (docs/SEARCH.md).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchIndexInfo {
+    /// `in_transaction`: each message is indexed by a trigger in its own transaction; `off`:
+    /// the trigger is switched off and new messages are not findable; null when the store did
+    /// not answer.
+    indexing: Option<String>,
+    /// Committed messages not yet findable: 0 while indexing in the transaction; null when the
+    /// store did not answer.
+    lag_events: Option<i64>,
+    /// Hits per page when the request names no `limit`.
+    page_len_default: u32,
+    /// Hits per page at most; a larger `limit` is clamped.
+    page_len_max: u32,
 }
 
 /// Offline notifications waiting in the store (docs/PUSH.md), shared by every gateway.
@@ -113,6 +131,7 @@ pub async fn describe(
     let store = state.store().describe();
     let c = &config.connections;
     let backlog = state.store().push_backlog().await.ok();
+    let search = state.store().search_status().await.ok();
     Ok(Json(ServerInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         store: store.kind.to_owned(),
@@ -149,6 +168,12 @@ pub async fn describe(
         push: PushBacklogInfo {
             outbox_len: backlog.map(|b| b.outbox_len),
             pending_len: backlog.map(|b| b.pending_len),
+        },
+        search: SearchIndexInfo {
+            indexing: search.map(|s| if s.indexing { "in_transaction" } else { "off" }.to_owned()),
+            lag_events: search.map(|s| s.lag_events),
+            page_len_default: SEARCH_LIMIT_DEFAULT,
+            page_len_max: SEARCH_LIMIT_MAX,
         },
     }))
 }
