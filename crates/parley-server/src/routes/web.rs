@@ -105,6 +105,7 @@ static ASSETS: &[Asset] = &[
     asset!("members_panel.js", JS),
     asset!("dialogs.js", JS),
     asset!("notifications.js", JS),
+    asset!("search.js", JS),
     // The service worker: registered from its own path, so its scope is `/web/` and it needs no
     // `Service-Worker-Allowed` header; it controls no page.
     asset!("sw.js", JS),

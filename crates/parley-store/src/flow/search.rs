@@ -24,6 +24,10 @@ pub(crate) trait SearchTx: Sql {
     const SEARCH_NEWEST_SQL: &'static str;
     /// Hits best match first, then newest.
     const SEARCH_RANK_SQL: &'static str;
+    /// `SEARCH_NEWEST_SQL` explained: the plan, one row per line.
+    const EXPLAIN_NEWEST_SQL: &'static str;
+    /// The column of `EXPLAIN_NEWEST_SQL`'s rows that holds the plan's text.
+    const PLAN_COLUMN: &'static str;
     /// Messages the filters select, newest first, for a query without words (`$2` unused).
     const SEARCH_FILTERS_SQL: &'static str;
     /// Answers `enabled` 1 when the trigger that indexes new messages is in place.
@@ -44,6 +48,29 @@ pub(crate) async fn search<B: Backend>(
         (true, SearchOrder::Newest) => <B::Tx as SearchTx>::SEARCH_NEWEST_SQL,
         (true, SearchOrder::Rank) => <B::Tx as SearchTx>::SEARCH_RANK_SQL,
     };
+    let rows = run(backend, req, sql).await?;
+    rows.iter().map(hit).collect()
+}
+
+/// The plan the database chooses for a newest-first search with words, one line per row: the
+/// statement of [`search`] with the same arguments, so a test reads the real plan.
+pub(crate) async fn explain<B: Backend>(
+    backend: &B,
+    req: &SearchRequest,
+) -> Result<String, StoreError> {
+    let rows = run(backend, req, <B::Tx as SearchTx>::EXPLAIN_NEWEST_SQL).await?;
+    let lines: Result<Vec<&str>, StoreError> = rows
+        .iter()
+        .map(|r| r.str(<B::Tx as SearchTx>::PLAN_COLUMN))
+        .collect();
+    Ok(lines?.join("\n"))
+}
+
+async fn run<B: Backend>(
+    backend: &B,
+    req: &SearchRequest,
+    sql: &'static str,
+) -> Result<Vec<<B::Tx as Sql>::Row>, StoreError> {
     let text = <B::Tx as SearchTx>::match_text(&req.query);
     let (at_us, conv, seq, offset) = match &req.cursor {
         Some(SearchCursor::Before {
@@ -70,7 +97,7 @@ pub(crate) async fn search<B: Backend>(
     let mut tx = backend.begin_read().await?;
     let rows = tx.fetch_all(sql, &args).await?;
     tx.finish().await?;
-    rows.iter().map(hit).collect()
+    Ok(rows)
 }
 
 fn hit<R: SqlRow>(row: &R) -> Result<SearchHit, StoreError> {

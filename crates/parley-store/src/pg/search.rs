@@ -34,12 +34,21 @@ macro_rules! matching {
     };
 }
 
+/// The statement of a newest-first search, for running and for explaining.
+macro_rules! newest {
+    () => {
+        concat!(
+            matching!(),
+            visible_and_filtered!(),
+            " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+        )
+    };
+}
+
 impl SearchTx for PgTx<'_> {
-    const SEARCH_NEWEST_SQL: &'static str = concat!(
-        matching!(),
-        visible_and_filtered!(),
-        " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
-    );
+    const SEARCH_NEWEST_SQL: &'static str = newest!();
+    const EXPLAIN_NEWEST_SQL: &'static str = concat!("EXPLAIN ", newest!());
+    const PLAN_COLUMN: &'static str = "QUERY PLAN";
     const SEARCH_RANK_SQL: &'static str = concat!(
         matching!(),
         visible_and_filtered!(),
@@ -64,5 +73,16 @@ impl SearchTx for PgTx<'_> {
 
     fn match_text(query: &SearchQuery) -> String {
         query.to_tsquery_text()
+    }
+}
+
+impl super::PgStore {
+    /// The plan PostgreSQL chooses for a newest-first search with words: the same statement
+    /// and arguments as [`crate::Store::search`], so a test can check that the index is used.
+    pub async fn explain_search(
+        &self,
+        req: &crate::SearchRequest,
+    ) -> Result<String, crate::StoreError> {
+        crate::flow::search::explain(self, req).await
     }
 }

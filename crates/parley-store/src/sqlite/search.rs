@@ -39,15 +39,24 @@ macro_rules! matching {
     };
 }
 
+/// The statement of a newest-first search, for running and for explaining.
+macro_rules! newest {
+    () => {
+        concat!(
+            "SELECT * FROM (",
+            matching!("search_words_simple"),
+            " UNION ALL ",
+            matching!("search_words_english"),
+            ")",
+            " ORDER BY at_us DESC, conv_id DESC, seq DESC LIMIT $8 OFFSET 0 * $9"
+        )
+    };
+}
+
 impl SearchTx for Tx<'_> {
-    const SEARCH_NEWEST_SQL: &'static str = concat!(
-        "SELECT * FROM (",
-        matching!("search_words_simple"),
-        " UNION ALL ",
-        matching!("search_words_english"),
-        ")",
-        " ORDER BY at_us DESC, conv_id DESC, seq DESC LIMIT $8 OFFSET 0 * $9"
-    );
+    const SEARCH_NEWEST_SQL: &'static str = newest!();
+    const EXPLAIN_NEWEST_SQL: &'static str = concat!("EXPLAIN QUERY PLAN ", newest!());
+    const PLAN_COLUMN: &'static str = "detail";
     const SEARCH_RANK_SQL: &'static str = concat!(
         "SELECT * FROM (",
         matching!("search_words_simple"),
@@ -71,5 +80,16 @@ impl SearchTx for Tx<'_> {
 
     fn match_text(query: &SearchQuery) -> String {
         query.to_fts5_text()
+    }
+}
+
+impl super::SqliteStore {
+    /// The plan SQLite chooses for a newest-first search with words: the same statement and
+    /// arguments as [`crate::Store::search`], so a test can check that FTS5 answers it.
+    pub async fn explain_search(
+        &self,
+        req: &crate::SearchRequest,
+    ) -> Result<String, crate::StoreError> {
+        crate::flow::search::explain(self, req).await
     }
 }

@@ -487,3 +487,30 @@ async fn check_14_control_push_after_read() -> Result<()> {
     }
     Ok(())
 }
+
+/// `15-control-search-ignores-periods`: with `search-ignores-periods`, a search checks that the
+/// searcher is a member of the conversation but not that a hit lies inside one of their
+/// periods, so a member who joined after one message and left before another finds both and
+/// `contract::search::visibility_follows_periods` fails on the member's period. Without the
+/// break it passes. On both stores (each backend's statement takes the same flag). The verify
+/// check `15-outside-periods-not-found` fails the same way through `parley serve`
+/// (`crates/parley/tests/it/break_process.rs`).
+#[tokio::test]
+async fn check_15_control_search_ignores_periods() -> Result<()> {
+    let breaks = Breaks::parse("search-ignores-periods")?;
+    let (stores, _held) = guarded_and_broken(breaks).await?;
+    for (kind, guarded, broken) in stores {
+        contract::search::visibility_follows_periods(&*guarded)
+            .await
+            .with_context(|| format!("{kind}: without the break the check must pass"))?;
+        let failed = contract::search::visibility_follows_periods(&*broken)
+            .await
+            .map_err(|e| e.to_string());
+        println!("15-control-search-ignores-periods ({kind}): {failed:?}");
+        match failed {
+            Err(e) if e == "a member finds only what their period holds" => {}
+            other => bail!("{kind}: the check should fail on the member's period, got {other:?}"),
+        }
+    }
+    Ok(())
+}

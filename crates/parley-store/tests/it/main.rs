@@ -9,6 +9,7 @@ mod pg_contract;
 mod pg_controls;
 mod pg_failure;
 mod pg_idle_transaction;
+mod search_plans;
 mod sqlite_batch;
 mod sqlite_contract;
 mod sqlite_failure;
