@@ -133,6 +133,16 @@ export function createApi({ token, onUnauthenticated }) {
     setNotificationLevel: (id, level) => call("PUT", conv(id) + "/notifications", { level }),
     notificationSettings: () => call("GET", "/v1/me/notifications"),
     setNotificationSettings: (settings) => call("PUT", "/v1/me/notifications", settings),
+    // Message search (docs/SEARCH.md): `params` holds `q` and any of conv_id, from, limit,
+    // cursor, order. Answers {hits: [{conv_id, seq, sender, sent_at, snippet, highlights,
+    // cursor}], next_cursor?}. A conversation's search language is "simple" or "english".
+    search: (params) => {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) q.set(k, v);
+      return call("GET", "/v1/search?" + q.toString());
+    },
+    searchLanguage: (id) => call("GET", conv(id) + "/search"),
+    setSearchLanguage: (id, language) => call("PUT", conv(id) + "/search", { language }),
   };
 }
 

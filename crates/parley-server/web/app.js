@@ -19,6 +19,7 @@ import { createDialogs } from "./dialogs.js";
 import { createThreadPanel } from "./thread_panel.js";
 import { mentionsIn } from "./relations.js";
 import { createNotifications } from "./notifications.js";
+import { createSearch } from "./search.js";
 
 const SESSION_KEY = "parley.session";
 const DEVICE_KEY = "parley.device";
@@ -271,6 +272,7 @@ function leave(message) {
   app.membersPanel.close();
   app.threadPanel.close();
   app.notifications.left();
+  app.search.reset();
   setStatus("offline");
   notice(message);
   app.loginView.show();
@@ -283,6 +285,14 @@ app.open = (convId) => {
   app.notifications.opened(convId);
   app.listView.render();
   app.presence.fetch(peers());
+  app.search.opened();
+};
+
+// Opens a conversation at the message `seq` (a search hit): its history is loaded back to it
+// when needed, and it is scrolled into view and highlighted.
+app.openAt = async (convId, seq) => {
+  if (app.openConvId !== convId) app.open(convId);
+  await app.chatView.jump(seq, { instant: true });
 };
 
 app.closeConversation = () => {
@@ -290,6 +300,7 @@ app.closeConversation = () => {
   app.threadPanel.close();
   app.chatView.close();
   app.listView.render();
+  app.search.opened();
 };
 
 // `relations`: {reply_to, thread_root, mentions, attachments}, each optional
@@ -398,6 +409,7 @@ function start() {
   app.threadPanel = createThreadPanel(app);
   createDialogs(app);
   app.notifications = createNotifications(app);
+  app.search = createSearch(app);
   $("logout").addEventListener("click", () => app.logout());
   // Files dropped outside a conversation (acceptDrops, composer.js) are not opened by the
   // browser in place of the page.

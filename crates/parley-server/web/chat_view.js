@@ -20,6 +20,10 @@ const READ_DEBOUNCE_MS = 60;
 // How long a message jumped to stays highlighted, and how many older pages a jump may load.
 const FLASH_MS = 1600;
 const JUMP_PAGES_MAX = 20;
+// A jump far back loads pages reaching the message and this many events above it, of at most
+// JUMP_PAGE_LEN_MAX events (the server's largest page).
+const JUMP_CONTEXT = 25;
+const JUMP_PAGE_LEN_MAX = 500;
 
 // Whether the main timeline shows an event: messages that are not thread replies, and the
 // lines about members. Edits, reactions and recalls change the message they name.
@@ -232,10 +236,18 @@ export function createChatView(app) {
   }
 
   // Scrolls to the message at `seq` (loading older pages until it is held) and highlights it;
-  // a thread reply opens its thread.
-  async function jump(seq) {
+  // a thread reply opens its thread. `instant`: no smooth scrolling (a search hit, whose
+  // conversation may have just opened and whose older pages may move the view meanwhile).
+  async function jump(seq, { instant = false } = {}) {
     const id = convId;
+    if (!id) return;
     showError(sendError, null);
+    // A conversation just opened: its first page (or catch-up) is waited for; a message newer
+    // than the cursor (a hit not pushed yet) is fetched.
+    const first = app.sync.timeline(id);
+    await first.run(() => {});
+    if (convId !== id) return;
+    if (first.loaded && seq > first.cursor) await app.sync.catchUp(id).catch(() => {});
     for (let i = 0; i <= JUMP_PAGES_MAX && convId === id; i++) {
       const known = app.sync.lookup(id, seq);
       if (known?.thread_root != null) {
@@ -246,12 +258,13 @@ export function createChatView(app) {
       if (line) {
         flash(seq);
         line.classList.add("flash");
-        line.scrollIntoView({ block: "center", behavior: "smooth" });
+        line.scrollIntoView({ block: "center", behavior: instant ? "auto" : "smooth" });
         return;
       }
       const tl = app.sync.timelines.get(id);
       if (!tl?.loaded || tl.nextBefore === null || tl.nextBefore <= seq) break;
-      await app.sync.loadOlder(id).catch(() => {});
+      const reach = Math.min(JUMP_PAGE_LEN_MAX, tl.nextBefore - seq + JUMP_CONTEXT);
+      await app.sync.loadOlder(id, reach).catch(() => {});
       // A page already on its way (scrolling) is waited for too.
       await tl.run(() => {});
     }
@@ -331,7 +344,7 @@ export function createChatView(app) {
       keeper.clear();
       composer.reset();
     },
-    jump: (seq) => jump(seq),
+    jump: (seq, options) => jump(seq, options),
     update(what, id) {
       if (!convId) return;
       if (what === "list" || what === "presence") renderHeader();

@@ -205,15 +205,19 @@ export class Sync {
     });
   }
 
-  // The page before the oldest event held (scrolling up).
-  loadOlder(convId) {
+  // The page before the oldest event held (scrolling up); a jump far back asks for `limit`
+  // events at once when that is more than a page.
+  loadOlder(convId, limit = PAGE_LEN) {
     const tl = this.timeline(convId);
     if (!tl.loaded || tl.nextBefore === null || tl.loadingOlder) return Promise.resolve(false);
     tl.loadingOlder = true;
     return tl
       .run(async () => {
         if (tl.nextBefore === null) return false;
-        const page = await this.api.events(convId, { before: tl.nextBefore, limit: PAGE_LEN });
+        const page = await this.api.events(convId, {
+          before: tl.nextBefore,
+          limit: Math.max(PAGE_LEN, limit),
+        });
         if (page.epoch !== tl.epoch) return this.reset(tl), false;
         tl.nextBefore = page.next_before;
         this.ingest(tl, [...page.events].reverse(), page.head);
