@@ -20,27 +20,47 @@ macro_rules! visible_and_filtered {
     };
 }
 
+/// A page of hits chosen from `search_docs` alone (`$inner`, ordered and limited), then joined
+/// to their events for the bodies: only the page's rows are read from `events`.
+macro_rules! with_bodies {
+    ($inner:expr, $order:literal) => {
+        concat!(
+            "SELECT h.conv_id, h.seq, h.sender_user, h.at_us, h.lang, e.body, e.created_at
+               FROM (",
+            $inner,
+            ") h JOIN events e ON e.conv_id = h.conv_id AND e.seq = h.seq ORDER BY ",
+            $order
+        )
+    };
+}
+
 /// The searcher's conversations, as a set the GIN index is probed with; then the words, first
 /// against the query in every language (a condition the index can answer), then exactly in
 /// the message's own language.
 macro_rules! matching {
-    () => {
-        "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, e.body,
-                e.created_at
-           FROM search_docs d JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
-          WHERE d.conv_id IN (SELECT m.conv_id FROM membership_periods m WHERE m.user_id = $1)
-            AND d.words @@ (to_tsquery('simple', $2) || to_tsquery('english', $2))
-            AND d.words @@ to_tsquery(d.lang, $2)"
+    ($score:literal) => {
+        concat!(
+            "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, ",
+            $score,
+            " AS score
+               FROM search_docs d
+              WHERE d.conv_id IN (SELECT m.conv_id FROM membership_periods m WHERE m.user_id = $1)
+                AND d.words @@ (to_tsquery('simple', $2) || to_tsquery('english', $2))
+                AND d.words @@ to_tsquery(d.lang, $2)",
+            visible_and_filtered!()
+        )
     };
 }
 
 /// The statement of a newest-first search, for running and for explaining.
 macro_rules! newest {
     () => {
-        concat!(
-            matching!(),
-            visible_and_filtered!(),
-            " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+        with_bodies!(
+            concat!(
+                matching!("0"),
+                " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+            ),
+            "h.at_us DESC, h.conv_id DESC, h.seq DESC"
         )
     };
 }
@@ -49,21 +69,23 @@ impl SearchTx for PgTx<'_> {
     const SEARCH_NEWEST_SQL: &'static str = newest!();
     const EXPLAIN_NEWEST_SQL: &'static str = concat!("EXPLAIN ", newest!());
     const PLAN_COLUMN: &'static str = "QUERY PLAN";
-    const SEARCH_RANK_SQL: &'static str = concat!(
-        matching!(),
-        visible_and_filtered!(),
-        " ORDER BY ts_rank(d.words, to_tsquery(d.lang, $2)) DESC, d.at_us DESC,
-                   d.conv_id DESC, d.seq DESC
-          LIMIT $8 OFFSET $9"
+    const SEARCH_RANK_SQL: &'static str = with_bodies!(
+        concat!(
+            matching!("ts_rank(d.words, to_tsquery(d.lang, $2))"),
+            " ORDER BY score DESC, d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET $9"
+        ),
+        "h.score DESC, h.at_us DESC, h.conv_id DESC, h.seq DESC"
     );
-    const SEARCH_FILTERS_SQL: &'static str = concat!(
-        "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, e.body,
-                e.created_at
-           FROM search_docs d JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
-          WHERE d.conv_id IN (SELECT m.conv_id FROM membership_periods m WHERE m.user_id = $1)
-            AND $2::text IS NOT NULL",
-        visible_and_filtered!(),
-        " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+    const SEARCH_FILTERS_SQL: &'static str = with_bodies!(
+        concat!(
+            "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, 0 AS score
+               FROM search_docs d
+              WHERE d.conv_id IN (SELECT m.conv_id FROM membership_periods m WHERE m.user_id = $1)
+                AND $2::text IS NOT NULL",
+            visible_and_filtered!(),
+            " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+        ),
+        "h.at_us DESC, h.conv_id DESC, h.seq DESC"
     );
     const INDEXING_SQL: &'static str = "SELECT CAST(count(*) AS BIGINT) AS enabled FROM pg_trigger
         WHERE tgname = 'events_search_insert' AND tgenabled <> 'D'";

@@ -19,19 +19,29 @@ macro_rules! visible_and_filtered {
     };
 }
 
+/// A page of hits chosen from the index alone (`$inner`, ordered and limited), then joined to
+/// their events for the bodies: only the page's rows are read from `events`.
+macro_rules! with_bodies {
+    ($inner:expr, $order:literal) => {
+        concat!(
+            "SELECT h.conv_id, h.seq, h.sender_user, h.at_us, h.lang, e.body, e.created_at
+               FROM (",
+            $inner,
+            ") h JOIN events e ON e.conv_id = h.conv_id AND e.seq = h.seq ORDER BY ",
+            $order
+        )
+    };
+}
+
 /// The hits of one language's table, with bm25's score (lower is better).
 macro_rules! matching {
     ($table:literal) => {
         concat!(
-            "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang, e.body, e.created_at,
-                    bm25(",
+            "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang, bm25(",
             $table,
-            ") AS score
-               FROM ",
+            ") AS score FROM ",
             $table,
-            " w JOIN search_docs d ON d.doc_id = w.rowid
-               JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
-              WHERE ",
+            " w JOIN search_docs d ON d.doc_id = w.rowid WHERE ",
             $table,
             " MATCH $2",
             visible_and_filtered!()
@@ -39,16 +49,28 @@ macro_rules! matching {
     };
 }
 
-/// The statement of a newest-first search, for running and for explaining.
-macro_rules! newest {
+/// Both languages' hits.
+macro_rules! both {
     () => {
         concat!(
             "SELECT * FROM (",
             matching!("search_words_simple"),
             " UNION ALL ",
             matching!("search_words_english"),
-            ")",
-            " ORDER BY at_us DESC, conv_id DESC, seq DESC LIMIT $8 OFFSET 0 * $9"
+            ")"
+        )
+    };
+}
+
+/// The statement of a newest-first search, for running and for explaining.
+macro_rules! newest {
+    () => {
+        with_bodies!(
+            concat!(
+                both!(),
+                " ORDER BY at_us DESC, conv_id DESC, seq DESC LIMIT $8 OFFSET 0 * $9"
+            ),
+            "h.at_us DESC, h.conv_id DESC, h.seq DESC"
         )
     };
 }
@@ -57,20 +79,21 @@ impl SearchTx for Tx<'_> {
     const SEARCH_NEWEST_SQL: &'static str = newest!();
     const EXPLAIN_NEWEST_SQL: &'static str = concat!("EXPLAIN QUERY PLAN ", newest!());
     const PLAN_COLUMN: &'static str = "detail";
-    const SEARCH_RANK_SQL: &'static str = concat!(
-        "SELECT * FROM (",
-        matching!("search_words_simple"),
-        " UNION ALL ",
-        matching!("search_words_english"),
-        ")",
-        " ORDER BY score, at_us DESC, conv_id DESC, seq DESC LIMIT $8 OFFSET $9"
+    const SEARCH_RANK_SQL: &'static str = with_bodies!(
+        concat!(
+            both!(),
+            " ORDER BY score, at_us DESC, conv_id DESC, seq DESC LIMIT $8 OFFSET $9"
+        ),
+        "h.score, h.at_us DESC, h.conv_id DESC, h.seq DESC"
     );
-    const SEARCH_FILTERS_SQL: &'static str = concat!(
-        "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang, e.body, e.created_at
-           FROM search_docs d JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
-          WHERE $2 IS NOT NULL",
-        visible_and_filtered!(),
-        " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+    const SEARCH_FILTERS_SQL: &'static str = with_bodies!(
+        concat!(
+            "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang, 0 AS score
+               FROM search_docs d WHERE $2 IS NOT NULL",
+            visible_and_filtered!(),
+            " ORDER BY d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET 0 * $9"
+        ),
+        "h.at_us DESC, h.conv_id DESC, h.seq DESC"
     );
     const INDEXING_SQL: &'static str = "SELECT count(*) AS enabled FROM sqlite_master
         WHERE type = 'trigger' AND name = 'events_search_insert'";
