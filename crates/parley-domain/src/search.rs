@@ -319,10 +319,13 @@ pub fn snippet(body: &str, query: &SearchQuery, language: SearchLanguage) -> Sni
     for term in query.words.iter().chain(query.phrases.iter()) {
         wanted.extend(words_of(term).map(|(_, _, w)| norm.word(w)));
     }
-    let prefix: Option<String> = query
-        .prefix
-        .as_deref()
-        .and_then(|p| words_of(p).last().map(|(_, _, w)| w.to_lowercase()));
+    // The prefix's last word, as typed and normalised: the engines normalise a prefix too
+    // (PostgreSQL's English `runs:*` is `run:*`).
+    let prefix: Option<(String, String)> = query.prefix.as_deref().and_then(|p| {
+        words_of(p)
+            .last()
+            .map(|(_, _, w)| (w.to_lowercase(), norm.word(w)))
+    });
     let mut prefix_words: Vec<String> = Vec::new();
     if let Some(p) = query.prefix.as_deref() {
         // A prefix of several words ("e.g") matches its earlier words whole.
@@ -335,9 +338,9 @@ pub fn snippet(body: &str, query: &SearchQuery, language: SearchLanguage) -> Sni
             let n = norm.word(w);
             wanted.contains(&n)
                 || prefix_words.contains(&n)
-                || prefix
-                    .as_deref()
-                    .is_some_and(|p| w.to_lowercase().starts_with(p))
+                || prefix.as_ref().is_some_and(|(typed, normal)| {
+                    w.to_lowercase().starts_with(typed.as_str()) || n.starts_with(normal.as_str())
+                })
         })
         .map(|(start, end, _)| (start, end))
         .collect();
@@ -493,6 +496,10 @@ mod tests {
         let q = SearchQuery::parse("running \"dogs\"").expect("parses");
         let s = snippet("He runs with the dog", &q, SearchLanguage::English);
         assert_eq!(s.highlights, vec![(3, 7), (17, 20)]);
+        // A lone word is a prefix, normalised like the engine normalises it.
+        let q = SearchQuery::parse("gates").expect("parses");
+        let s = snippet("the gate opened", &q, SearchLanguage::English);
+        assert_eq!(s.highlights, vec![(4, 8)]);
     }
 
     #[test]

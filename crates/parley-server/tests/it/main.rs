@@ -22,6 +22,7 @@ mod nats_bus;
 mod outcome_unknown;
 mod pg_bus;
 mod push_delivery;
+mod search_api;
 mod rate_limit;
 mod raw_tcp;
 mod recall_retention;
