@@ -34,6 +34,9 @@ pub enum LimitKind {
     Send,
     /// Calls of the admin endpoints.
     Admin,
+    /// Message searches, over HTTP and WebSocket alike: each costs the store far more than a
+    /// read of the log.
+    Search,
 }
 
 impl LimitKind {
@@ -42,6 +45,7 @@ impl LimitKind {
         match self {
             Self::Send => "send",
             Self::Admin => "admin",
+            Self::Search => "search",
         }
     }
 }
@@ -68,6 +72,7 @@ pub struct RateLimiter {
     /// Refusals of sends and of admin calls (`parley_rate_limited_total`).
     refused_sends: Counter,
     refused_admin: Counter,
+    refused_searches: Counter,
 }
 
 impl RateLimiter {
@@ -85,6 +90,7 @@ impl RateLimiter {
             buckets: Mutex::new(HashMap::new()),
             refused_sends: Counter::default(),
             refused_admin: Counter::default(),
+            refused_searches: Counter::default(),
         }
     }
 
@@ -92,6 +98,7 @@ impl RateLimiter {
     pub fn counted(mut self, metrics: &Metrics) -> Self {
         self.refused_sends = metrics.rate_limited(LimitKind::Send.as_str());
         self.refused_admin = metrics.rate_limited(LimitKind::Admin.as_str());
+        self.refused_searches = metrics.rate_limited(LimitKind::Search.as_str());
         self
     }
 
@@ -137,6 +144,7 @@ impl RateLimiter {
         match kind {
             LimitKind::Send => self.refused_sends.inc(),
             LimitKind::Admin => self.refused_admin.inc(),
+            LimitKind::Search => self.refused_searches.inc(),
         };
         let wait_us = (MICROS_PER_TOKEN - micros).div_ceil(self.per_s);
         Err(ApiError::RateLimited {

@@ -32,7 +32,15 @@ pub struct AppState {
     /// Attachments; `None` on a server started without media storage (uploads answer 503).
     pub(crate) media: Option<Arc<crate::media::Media>>,
     push: Arc<crate::push::Push>,
+    /// Searches this node runs at once; more wait, up to `SEARCH_QUEUE_WAIT_MS_MAX`.
+    searches: Arc<tokio::sync::Semaphore>,
 }
+
+/// Searches one node runs at once. A search costs the store far more than a read of the log, so
+/// a flood of them must not take every pooled connection from sends and reads.
+pub const SEARCHES_IN_FLIGHT_MAX: usize = 8;
+/// How long a search waits for its turn before it is answered 503 `UNAVAILABLE`.
+pub const SEARCH_QUEUE_WAIT_MS_MAX: u64 = 5_000;
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, bus: Arc<dyn EventBus>, config: ServerConfig) -> Self {
@@ -72,6 +80,22 @@ impl AppState {
             admin_token_hash,
             media: None,
             push: Arc::new(crate::push::Push::new()),
+            searches: Arc::new(tokio::sync::Semaphore::new(SEARCHES_IN_FLIGHT_MAX)),
+        }
+    }
+
+    /// A turn to run a search: waits while `SEARCHES_IN_FLIGHT_MAX` run, at most
+    /// `SEARCH_QUEUE_WAIT_MS_MAX`, then answers 503 `UNAVAILABLE`.
+    pub async fn search_turn(
+        &self,
+    ) -> Result<tokio::sync::SemaphorePermit<'_>, crate::error::ApiError> {
+        let busy = || crate::error::ApiError::Unavailable {
+            detail: "too many searches are running; retry later".into(),
+        };
+        let wait = Duration::from_millis(SEARCH_QUEUE_WAIT_MS_MAX);
+        match tokio::time::timeout(wait, self.searches.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(busy()),
         }
     }
 

@@ -85,6 +85,8 @@ pub struct Metrics {
     /// From a message's commit to the push service accepting its notification, coalescing
     /// wait included.
     pub push_commit_to_send_seconds: Histogram,
+    /// From a search's turn to its answer: the store's statement and the snippets.
+    pub search_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -128,6 +130,7 @@ impl Metrics {
                 2.0,
                 PUSH_BUCKETS_LEN,
             )),
+            search_seconds: latency(),
         };
         metrics.registered()
     }
@@ -164,6 +167,11 @@ impl Metrics {
             "parley_push_commit_to_send_seconds",
             "Time from a message's commit to the push service accepting its notification",
             self.push_commit_to_send_seconds.clone(),
+        );
+        r.register(
+            "parley_search_seconds",
+            "Time to answer a message search, from its turn among the node's searches",
+            self.search_seconds.clone(),
         );
         r.register(
             "parley_send_ack_seconds",

@@ -13,6 +13,7 @@ use super::fields;
 use crate::error::ApiError;
 use crate::gateway::frames::rfc3339;
 use crate::query::{check_names, QueryPairs};
+use crate::rate_limit::LimitKind;
 use crate::state::AppState;
 
 /// The query parameters of `GET /v1/search`.
@@ -114,13 +115,19 @@ impl SearchMessages {
         })
     }
 
-    /// Asks the store for one hit more than the page, so the answer knows whether another
-    /// page follows.
+    /// Spends a token of the device's search rate (`--rate-limit-per-s`), waits for a turn
+    /// among the node's searches, then asks the store for one hit more than the page, so the
+    /// answer knows whether another page follows.
     pub async fn run(
         self,
         state: &AppState,
         device: &DeviceIdentity,
     ) -> Result<SearchResults, ApiError> {
+        state
+            .rate_limiter()
+            .check_device(LimitKind::Search, device)?;
+        let _turn = state.search_turn().await?;
+        let started = std::time::Instant::now();
         let offset = match self.cursor {
             Some(SearchCursor::Offset(n)) => n,
             _ => 0,
@@ -156,6 +163,10 @@ impl SearchMessages {
             },
             _ => None,
         };
+        state
+            .metrics()
+            .search_seconds
+            .observe(started.elapsed().as_secs_f64());
         Ok(SearchResults { hits, next_cursor })
     }
 }
