@@ -69,6 +69,8 @@ pub enum SearchError {
     Empty,
     #[error("q is longer than {SEARCH_QUERY_CHARS_MAX} characters")]
     TooLong,
+    #[error("q holds U+0000, which no message can hold")]
+    Nul,
     #[error("q has more than {SEARCH_TERMS_MAX} words and phrases")]
     TooManyTerms,
     #[error("from: needs a user id")]
@@ -125,6 +127,9 @@ impl SearchQuery {
     pub fn parse(q: &str) -> Result<Self, SearchError> {
         if q.chars().count() > SEARCH_QUERY_CHARS_MAX {
             return Err(SearchError::TooLong);
+        }
+        if q.contains('\0') {
+            return Err(SearchError::Nul);
         }
         let mut query = Self::default();
         let mut last_bare: Option<String> = None;
@@ -440,6 +445,7 @@ mod tests {
         assert_eq!(SearchQuery::parse("  "), Err(SearchError::Empty));
         assert_eq!(SearchQuery::parse("!!! \"...\""), Err(SearchError::Empty));
         assert_eq!(SearchQuery::parse("from:"), Err(SearchError::From));
+        assert_eq!(SearchQuery::parse("a\0b"), Err(SearchError::Nul));
         assert_eq!(SearchQuery::parse("in:a in:b"), Err(SearchError::Repeated));
         let long = "a".repeat(SEARCH_QUERY_CHARS_MAX + 1);
         assert_eq!(SearchQuery::parse(&long), Err(SearchError::TooLong));

@@ -145,6 +145,57 @@ pub async fn query_language(store: &dyn Store) -> Result<()> {
         hits[0].sender_user.as_str() == "ana" && hits[0].body == "the report of last week",
         "a hit carries its sender and body: {hits:?}"
     );
+    // The engines' own syntax is only ever text to match: no query is an error.
+    for q in [
+        "\\",
+        "''",
+        "a'b",
+        "(a|b)",
+        "!x",
+        "<->",
+        "a:*",
+        "x:* & y",
+        "NEAR(a b)",
+        "body:x",
+        "x OR y",
+        "-x",
+        "* x",
+        "^x",
+        "é",
+        "日本語",
+        "🙂 link",
+        "\"unclosed",
+        "a\"b\"c",
+        "x AND",
+        "'link'",
+        "link\\",
+        "{x}",
+        "[link]",
+        "x:1",
+        "link*",
+    ] {
+        // A query without a word is refused before the store (400 at the edge).
+        let Ok(query) = SearchQuery::parse(q) else {
+            continue;
+        };
+        for order in [SearchOrder::Newest, SearchOrder::Rank] {
+            let req = SearchRequest {
+                user: ana.clone(),
+                query: query.clone(),
+                order,
+                cursor: None,
+                limit: 5,
+            };
+            store
+                .search(&req)
+                .await
+                .with_context(|| format!("query {q:?} {order:?}"))?;
+        }
+    }
+    ensure!(
+        found(store, &bob, "[link]").await? == vec![at("s-one", 3)],
+        "punctuation around"
+    );
     let ranked = search(store, &ana, "the", SearchOrder::Rank, None, 5).await?;
     ensure!(ranked.len() == 2, "rank order finds the same: {ranked:?}");
     let rest = search(
