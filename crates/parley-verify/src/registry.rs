@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 
 use crate::checks::{
     access, concurrency, database, gateways, media, more, push, realtime, recall, relations,
-    retention, seed, sync_read, Observed,
+    retention, search, seed, sync_read, Observed,
 };
 use crate::context::Ctx;
 
@@ -76,6 +76,7 @@ const fn chapter_of(id: &'static str) -> &'static str {
         [b'1', b'2', ..] => "12",
         [b'1', b'3', ..] => "13",
         [b'1', b'4', ..] => "14",
+        [b'1', b'5', ..] => "15",
         _ => "??",
     }
 }
@@ -259,6 +260,20 @@ pub fn registry() -> Vec<CheckDef> {
             "level none: nothing; mentions: the reply (kind reply) and the mention (kind mention), not the plain messages; all: the message; a level loud 400", Api, boxed!(push::muted_silent)),
         check!("14-dedupe-across-gateway-kill", "A gateway killed mid-work loses no notification, and another gateway does not send again what was sent.",
             "two gateway processes on PostgreSQL, kill -9 of one during a burst to 24 offline devices: each device notified of its latest seq; no (device, conv, seq) twice beyond those in flight at the kill", Gateways(2), None),
+        check!("15-nonmember-finds-nothing", "A user who never was a member of a conversation finds nothing of it by search.",
+            "the member finds the message by its word, in: and from:; the stranger finds nothing by any of them, and in: the conversation answers byte for byte like in: a missing one", Api, boxed!(search::nonmember_finds_nothing)),
+        check!("15-outside-periods-not-found", "A member finds only the messages inside their membership periods.",
+            "a member who joined after message 2, left before message 6 and rejoined finds 4 and 8, neither 2 nor 6; a member throughout finds all four", Api, boxed!(search::outside_periods_not_found)),
+        check!("15-control-search-ignores-periods", "Negative control: without the period check a member finds messages from before they joined and after they left.",
+            "with search-ignores-periods, 15-outside-periods-not-found fails on the messages outside the periods, through the server and the store; without it the check passes (both stores)", TestBuild, None),
+        check!("15-recalled-not-found", "A recalled message is never found.",
+            "found before the recall; after it neither the sender nor the reader finds it, the other message still found", Api, boxed!(search::recalled_not_found)),
+        check!("15-purged-not-found", "A purged message is never found.",
+            "found before the server's purge; after it (min_seq past it) no one finds it; a message sent later is found", Api, boxed!(search::purged_not_found)),
+        check!("15-edit-matches-current-body", "An edited message is found by its current body only.",
+            "after two edits neither the original nor the first edit's words find it; the last edit's do, at the message's seq, with its current body as the snippet; the edits are no hits", Api, boxed!(search::edit_matches_current_body)),
+        check!("15-search-over-websocket", "The search frame answers what GET /v1/search answers.",
+            "the same hits, snippets, highlights and cursors page by page, newest first and by rank; an empty query 400 BAD_REQUEST both ways", Api, boxed!(search::search_over_websocket)),
     ]
 }
 

@@ -355,3 +355,18 @@ verify_on_both_stores!(verify_14_webpush_delivered, "14-webpush-delivered");
 verify_on_both_stores!(verify_14_outbox_after_commit, "14-outbox-after-commit");
 verify_on_both_stores!(verify_14_no_push_after_read, "14-no-push-after-read");
 verify_on_both_stores!(verify_14_muted_silent, "14-muted-silent");
+verify_on_both_stores!(
+    verify_15_nonmember_finds_nothing,
+    "15-nonmember-finds-nothing"
+);
+verify_on_both_stores!(
+    verify_15_outside_periods_not_found,
+    "15-outside-periods-not-found"
+);
+verify_on_both_stores!(verify_15_recalled_not_found, "15-recalled-not-found");
+verify_on_both_stores!(verify_15_purged_not_found, "15-purged-not-found");
+verify_on_both_stores!(
+    verify_15_edit_matches_current_body,
+    "15-edit-matches-current-body"
+);
+verify_on_both_stores!(verify_15_search_over_websocket, "15-search-over-websocket");

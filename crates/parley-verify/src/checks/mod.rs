@@ -12,6 +12,7 @@ pub mod realtime;
 pub mod recall;
 pub mod relations;
 pub mod retention;
+pub mod search;
 pub mod seed;
 pub mod sync_read;
 

@@ -9,7 +9,7 @@ use anyhow::{bail, ensure, Context, Result};
 use futures::StreamExt;
 use parley_client::NewConversation;
 use parley_store::BREAKS_ENV;
-use parley_testkit::{GatewayOptions, ProcessBus, ServerProcess};
+use parley_testkit::{GatewayOptions, ProcessBus, ServerProcess, StoreKind};
 use sqlx::PgPool;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -196,5 +196,112 @@ async fn check_05_control_cleanup_without_compare_and_delete_process() -> Result
         kept.is_none(),
         "the control must show the failure: the route after the old cleanup is {kept:?}"
     );
+    Ok(())
+}
+
+/// `parley serve` in a child process on a fresh store of its own, with `breaks` in its
+/// environment (none when empty); killed when dropped. The test kit's [`ServerProcess`] takes
+/// an environment only for gateways on PostgreSQL, and the search control runs on both stores.
+struct Serve {
+    child: std::process::Child,
+    base_url: String,
+    admin_token: String,
+    _db: Option<parley_testkit::TestDb>,
+    _dir: tempfile::TempDir,
+}
+
+impl Serve {
+    async fn start(kind: StoreKind, breaks: &str) -> Result<Serve> {
+        let addr = parley_testkit::free_addr()?;
+        let base_url = format!("http://{addr}");
+        let admin_token = format!("admin-{:016x}", rand::random::<u64>());
+        let dir = tempfile::tempdir()?;
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_parley"));
+        command
+            .arg("serve")
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--admin-token")
+            .arg(&admin_token)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        if !breaks.is_empty() {
+            command.env(BREAKS_ENV, breaks);
+        }
+        let db = match kind {
+            StoreKind::Postgres => {
+                let db = parley_testkit::TestDb::create().await;
+                command.arg("--database-url").arg(db.url());
+                Some(db)
+            }
+            StoreKind::Sqlite => None,
+        };
+        let child = command.spawn().context("cannot start parley serve")?;
+        let mut serve = Serve {
+            child,
+            base_url,
+            admin_token,
+            _db: db,
+            _dir: dir,
+        };
+        parley_testkit::wait_ready(&mut serve.child, &serve.base_url).await?;
+        Ok(serve)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The outcome of the verify check `id` against a `parley serve` on `kind` with `breaks`.
+async fn verify_check(
+    kind: StoreKind,
+    breaks: &str,
+    id: &str,
+) -> Result<parley_verify::CheckResult> {
+    let server = Serve::start(kind, breaks).await?;
+    let target =
+        parley_verify::Target::connect(&server.base_url, &server.admin_token, None).await?;
+    let result = parley_verify::run_one(target, id)
+        .await
+        .with_context(|| format!("no verify check {id}"))?;
+    println!(
+        "{id} ({kind:?}, breaks {breaks:?}): {} {:?}\n  {}",
+        result.status.as_str(),
+        result.reason,
+        result.transcript.join("\n  ")
+    );
+    Ok(result)
+}
+
+/// `15-control-search-ignores-periods` through `parley serve` on each store: with
+/// `PARLEY_TEST_BREAKS=search-ignores-periods` the verify check `15-outside-periods-not-found`
+/// fails, the member finding the messages sent before he joined and after he left; on a server
+/// without the break it passes. The store-level control is `break_controls.rs`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_15_control_search_ignores_periods_process() -> Result<()> {
+    const CHECK: &str = "15-outside-periods-not-found";
+    for kind in [StoreKind::Postgres, StoreKind::Sqlite] {
+        let guarded = verify_check(kind, "", CHECK).await?;
+        ensure!(
+            guarded.status == parley_verify::Status::Pass,
+            "{kind:?}: without the break the check must pass: {:?}",
+            guarded.reason
+        );
+        let broken = verify_check(kind, "search-ignores-periods", CHECK).await?;
+        let reason = broken.reason.unwrap_or_default();
+        ensure!(
+            broken.status == parley_verify::Status::Fail
+                && reason.starts_with("outside his periods ben found seq 2 sent before he joined and seq 6 sent after he left"),
+            "{kind:?}: the check should fail on the messages outside the periods, got {} {reason:?}",
+            broken.status.as_str()
+        );
+    }
     Ok(())
 }
