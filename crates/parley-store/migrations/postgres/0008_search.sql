@@ -3,13 +3,31 @@
 -- committed, and a recall, an edit or a purge takes its old words out in the same transaction,
 -- so no index entry ever outlives the body it was made from.
 
--- btree_gin lets one GIN index hold the conversation beside the words, so a search narrows to
--- the searcher's conversations inside the index. It is a trusted extension (PostgreSQL 13+).
-CREATE EXTENSION IF NOT EXISTS btree_gin;
-
 -- The language a conversation's messages are split and stemmed with.
 ALTER TABLE conversations ADD COLUMN search_lang regconfig NOT NULL DEFAULT 'simple'
     CHECK (search_lang IN ('simple'::regconfig, 'english'::regconfig));
+
+-- A body's words in a language, each lexeme prefixed by its conversation: `'hello':1` of
+-- conversation c becomes `'c:hello':1`. The GIN index then finds a word of one conversation by
+-- that key alone: a search over a user's conversations reads one small posting list per
+-- conversation instead of a common word's list over every conversation, and a prefix
+-- (`c:wor*`) ranges over that conversation's words only. Conversation ids hold no quote, so
+-- rewriting the text form is safe, and it keeps the positions phrases need.
+CREATE FUNCTION search_words(conv text, lang regconfig, body text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT regexp_replace(to_tsvector(lang, body)::text,
+                          '''((?:[^'']|'''')*)''', '''' || conv || ':\1''', 'g')::tsvector
+$$;
+
+-- A query in a language, its lexemes scoped to the conversation as search_words scopes a
+-- body's; NULL when the language leaves no lexeme (a query of stop words).
+CREATE FUNCTION search_query(conv text, lang regconfig, q text) RETURNS tsquery
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN numnode(t) = 0 THEN NULL
+                ELSE regexp_replace(t::text, '''((?:[^'']|'''')*)''', '''' || conv || ':\1''',
+                                    'g')::tsquery END
+      FROM to_tsquery(lang, q) t
+$$;
 
 -- One row per message with a body that is neither recalled nor purged: its current body's
 -- words (an edit replaces them) and what a search filters and orders by.
@@ -20,13 +38,14 @@ CREATE TABLE search_docs (
     -- The message's time in microseconds since the epoch: newest-first order and its cursors.
     at_us       bigint NOT NULL,
     lang        regconfig NOT NULL,
+    -- search_words(conv_id, lang, body).
     words       tsvector NOT NULL,
     PRIMARY KEY (conv_id, seq)
 );
 -- New entries wait in the index's pending list, which every search reads whole until it is
--- merged: a small list keeps that read short (the default 4 MB cost a search at 1M messages
--- about 3 ms per probe) and each merge, paid by the insert that overflows it, small.
-CREATE INDEX search_docs_words ON search_docs USING gin (conv_id, words)
+-- merged: a small list keeps that read short (the default 4 MB cost each lookup milliseconds at
+-- a million messages) and each merge, paid by the insert that overflows it, small.
+CREATE INDEX search_docs_words ON search_docs USING gin (words)
     WITH (gin_pending_list_limit = 256);
 -- from: lists a sender's messages without words to match.
 CREATE INDEX search_docs_sender ON search_docs (sender_user, at_us);
@@ -38,7 +57,7 @@ BEGIN
     INSERT INTO search_docs (conv_id, seq, sender_user, at_us, lang, words)
     SELECT n.conv_id, n.seq, n.sender_user,
            (extract(epoch FROM n.created_at) * 1000000)::bigint,
-           c.search_lang, to_tsvector(c.search_lang, n.body)
+           c.search_lang, search_words(n.conv_id, c.search_lang, n.body)
       FROM new_events n JOIN conversations c ON c.conv_id = n.conv_id
      WHERE n.kind = 'msg' AND n.body IS NOT NULL AND n.body <> '' AND n.recalled_at IS NULL
            AND n.sender_user IS NOT NULL;
@@ -60,7 +79,7 @@ BEGIN
         INSERT INTO search_docs (conv_id, seq, sender_user, at_us, lang, words)
         SELECT NEW.conv_id, NEW.seq, NEW.sender_user,
                (extract(epoch FROM NEW.created_at) * 1000000)::bigint,
-               c.search_lang, to_tsvector(c.search_lang, NEW.body)
+               c.search_lang, search_words(NEW.conv_id, c.search_lang, NEW.body)
           FROM conversations c WHERE c.conv_id = NEW.conv_id
         ON CONFLICT (conv_id, seq) DO UPDATE SET lang = EXCLUDED.lang, words = EXCLUDED.words;
     END IF;
@@ -87,7 +106,8 @@ CREATE TRIGGER events_search_delete AFTER DELETE ON events
 -- A conversation that changes language has its messages split again, in the same transaction.
 CREATE FUNCTION search_language_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE search_docs d SET lang = NEW.search_lang, words = to_tsvector(NEW.search_lang, e.body)
+    UPDATE search_docs d SET lang = NEW.search_lang,
+           words = search_words(d.conv_id, NEW.search_lang, e.body)
       FROM events e
      WHERE d.conv_id = NEW.conv_id AND e.conv_id = d.conv_id AND e.seq = d.seq;
     RETURN NULL;
@@ -100,7 +120,7 @@ CREATE TRIGGER conversations_search_lang AFTER UPDATE OF search_lang ON conversa
 -- Messages written before this migration.
 INSERT INTO search_docs (conv_id, seq, sender_user, at_us, lang, words)
 SELECT e.conv_id, e.seq, e.sender_user, (extract(epoch FROM e.created_at) * 1000000)::bigint,
-       c.search_lang, to_tsvector(c.search_lang, e.body)
+       c.search_lang, search_words(e.conv_id, c.search_lang, e.body)
   FROM events e JOIN conversations c ON c.conv_id = e.conv_id
  WHERE e.kind = 'msg' AND e.body IS NOT NULL AND e.body <> '' AND e.recalled_at IS NULL
        AND e.sender_user IS NOT NULL;

@@ -1,6 +1,7 @@
 //! Message search on PostgreSQL (docs/SEARCH.md): `search_docs` holds each message's words as a
-//! `tsvector` in its conversation's language, under one GIN index over the conversation and the
-//! words (btree_gin), so a search narrows to the searcher's conversations inside the index.
+//! `tsvector` in its conversation's language, every lexeme scoped to the conversation
+//! (`conv:word`, the migration's `search_words`), under one GIN index: a search looks up the
+//! query's words in each of the searcher's conversations, never a word's list over all of them.
 
 use parley_domain::SearchQuery;
 
@@ -34,19 +35,24 @@ macro_rules! with_bodies {
     };
 }
 
-/// The searcher's conversations, as a set the GIN index is probed with; then the words, first
-/// against the query in every language (a condition the index can answer), then exactly in
-/// the message's own language.
+/// The query: for each conversation of the searcher (or the one of `in:`), the query in that
+/// conversation's language scoped to it (`search_query`), all joined by OR, so one lookup of the
+/// GIN index answers every conversation; then the visibility rule and the filters.
 macro_rules! matching {
     ($score:literal) => {
         concat!(
-            "SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, ",
+            "WITH q AS (
+               SELECT string_agg('(' || search_query(c.conv_id, c.search_lang, $2)::text || ')',
+                                 ' | ')::tsquery AS tq
+                 FROM conversations c
+                WHERE c.conv_id IN (SELECT m.conv_id FROM membership_periods m
+                                     WHERE m.user_id = $1)
+                  AND ($3::text IS NULL OR c.conv_id = $3))
+             SELECT d.conv_id, d.seq, d.sender_user, d.at_us, d.lang::text AS lang, ",
             $score,
             " AS score
-               FROM search_docs d
-              WHERE d.conv_id IN (SELECT m.conv_id FROM membership_periods m WHERE m.user_id = $1)
-                AND d.words @@ (to_tsquery('simple', $2) || to_tsquery('english', $2))
-                AND d.words @@ to_tsquery(d.lang, $2)",
+               FROM search_docs d, q
+              WHERE d.words @@ q.tq",
             visible_and_filtered!()
         )
     };
@@ -71,7 +77,7 @@ impl SearchTx for PgTx<'_> {
     const PLAN_COLUMN: &'static str = "QUERY PLAN";
     const SEARCH_RANK_SQL: &'static str = with_bodies!(
         concat!(
-            matching!("ts_rank(d.words, to_tsquery(d.lang, $2))"),
+            matching!("ts_rank(d.words, q.tq)"),
             " ORDER BY score DESC, d.at_us DESC, d.conv_id DESC, d.seq DESC LIMIT $8 OFFSET $9"
         ),
         "h.score DESC, h.at_us DESC, h.conv_id DESC, h.seq DESC"

@@ -127,7 +127,15 @@ async fn store_search_plan_uses_the_gin_index_at_1m_messages() -> Result<()> {
     pool.close().await;
     // `word100` is in conversations c100 and c5100, only the first the searcher's; `hello` is
     // in one message in ten everywhere.
-    for (q, hits) in [("word100", 21), ("hello", 21), ("\"hello word10\"", 21)] {
+    // `hel` and `wor` are prefixes of a word in every tenth and in every message.
+    for (q, hits) in [
+        ("word100", 21),
+        ("hello", 21),
+        ("\"hello word10\"", 21),
+        ("hel", 21),
+        ("wor", 21),
+        ("hello wor", 21),
+    ] {
         let plan = store.explain_search(&request(q)).await?;
         ensure!(
             plan.contains("search_docs_words") && !plan.contains("Seq Scan on search_docs"),
