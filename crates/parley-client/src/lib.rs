@@ -42,7 +42,9 @@
 //! device's WebSocket and delivers every event exactly once, in order, saying which are the
 //! caller's own and when the connection is lost or back. [`SyncState`] and
 //! [`Client::catch_up`] ([`sync`]) bring a device that was away level with the server: one
-//! feed call, then events-after for each conversation that changed.
+//! feed call, then events-after for each conversation that changed. [`Client::search`] (and
+//! [`RealtimeHandle::search`] over the socket) finds messages by words, phrases, `from:` and
+//! `in:`, a page at a time ([`SearchOptions::after`] continues from a cursor; docs/SEARCH.md).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), parley_client::ClientError> {
