@@ -18,6 +18,11 @@
 //! of many groups, none connected, at a push service in this process: notifications per second,
 //! commit (ack) to notification, the server's CPU per notification, and the send throughput
 //! with and without notifications in the same run.
+//!
+//! Scenario `search` (`search.rs`, its data in `search_seed.rs`): message search over a log
+//! seeded straight into the server's database (1,000,000 messages by default), through HTTP and
+//! through `Store::search` in the same run, at 1 and 16 searches in flight; and the send
+//! throughput with the search index's trigger on and off.
 
 mod connections;
 mod cpu;
@@ -30,6 +35,8 @@ mod push_latency;
 mod push_notify;
 mod report;
 mod rss;
+mod search;
+mod search_seed;
 mod sync_feed;
 
 mod baseline;
@@ -92,6 +99,10 @@ pub enum Scenario {
     /// for Web Push at a push service in this process; notifications per second, commit to
     /// notification, server CPU per notification, sends with and without notifications.
     Push,
+    /// Message search over a log seeded into the server's database: HTTP search latency and
+    /// throughput beside `Store::search` on the same database, and sends with the index's
+    /// trigger on and off.
+    Search,
 }
 
 /// How the gateways the benchmark starts pass committed events to each other.
@@ -184,6 +195,8 @@ pub struct BenchArgs {
     pub media: media::MediaArgs,
     #[command(flatten)]
     pub push: push_notify::PushArgs,
+    #[command(flatten)]
+    pub search: search::SearchArgs,
     /// Seconds of load (load-model scenarios).
     #[arg(long, default_value_t = 30)]
     pub duration: u64,
@@ -256,5 +269,6 @@ async fn run(args: &BenchArgs, t: &Target) -> anyhow::Result<()> {
         Scenario::Fanout => fanout::run(args, t).await,
         Scenario::Media => media::run(args, t).await,
         Scenario::Push => push_notify::run(args, t).await,
+        Scenario::Search => search::run(args, t).await,
     }
 }
