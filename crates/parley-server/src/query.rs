@@ -51,7 +51,7 @@ pub(crate) fn check_names(pairs: &[(String, String)], allowed: &[&str]) -> Resul
     Ok(())
 }
 
-fn find<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn find<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
     pairs
         .iter()
         .find(|(n, _)| n == name)

@@ -12,7 +12,7 @@ use parley_wire::{Highlight, SearchHit, SearchResults};
 use super::fields;
 use crate::error::ApiError;
 use crate::gateway::frames::rfc3339;
-use crate::query::{check_names, QueryPairs};
+use crate::query::{check_names, find, QueryPairs};
 use crate::rate_limit::LimitKind;
 use crate::state::AppState;
 
@@ -96,12 +96,7 @@ impl SearchMessages {
     pub fn from_http(query: QueryPairs) -> Result<Self, ApiError> {
         let pairs = query.into_inner()?;
         check_names(&pairs, &SEARCH_PARAMS)?;
-        let get = |name: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        };
+        let get = |name: &str| find(&pairs, name);
         let limit = get("limit")
             .map(|raw| fields::whole_number("limit", raw))
             .transpose()?;
