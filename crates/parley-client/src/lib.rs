@@ -46,6 +46,10 @@
 //! [`RealtimeHandle::search`] over the socket) finds messages by words, phrases, `from:` and
 //! `in:`, a page at a time ([`SearchOptions::after`] continues from a cursor; docs/SEARCH.md).
 //!
+//! With the feature `e2ee`, `e2ee::E2ee` makes a device a member of end-to-end encrypted
+//! conversations (docs/E2EE.md): MLS groups (RFC 9420, on openmls) whose keys stay in a local
+//! key store, so the server orders and delivers opaque messages it cannot read.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), parley_client::ClientError> {
 //! use parley_client::{new_client_msg_id, AdminClient, NewConversation};
@@ -66,6 +70,8 @@
 mod admin;
 mod client;
 mod cursor;
+#[cfg(feature = "e2ee")]
+pub mod e2ee;
 pub mod error;
 #[cfg(test)]
 mod fixtures;

@@ -47,6 +47,12 @@ impl NewConversation {
         )
     }
 
+    /// An end-to-end encrypted conversation (docs/E2EE.md): the caller is its only member;
+    /// everyone else joins by an MLS Commit (`e2ee` feature).
+    pub fn encrypted() -> Self {
+        Self::new(ConvKind::Encrypted, Vec::new())
+    }
+
     fn new(kind: ConvKind, members: Vec<String>) -> Self {
         Self {
             kind,

@@ -20,6 +20,8 @@ pub use parley_wire::{
 pub enum ConvKind {
     Direct,
     Group,
+    /// An end-to-end encrypted conversation: an MLS group (docs/E2EE.md).
+    Encrypted,
     /// A kind this SDK does not know yet.
     #[serde(other)]
     Other,
