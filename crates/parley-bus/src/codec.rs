@@ -340,7 +340,9 @@ impl WireEvent {
         Some(Event {
             conv_id: ConvId::parse(&self.conv).ok()?,
             seq,
-            kind: EventKind::parse(&self.kind)?,
+            // MLS events never travel (see `encode`), so a payload carrying one is not a
+            // gateway's.
+            kind: EventKind::parse(&self.kind).filter(|k| !k.is_mls())?,
             created_at: DateTime::from_timestamp_micros(self.at_us)?,
             message_id: parse_opt(self.message_id, |s| uuid::Uuid::parse_str(s).ok())?,
             sender_user: parse_opt(self.sender_user, |s| UserId::parse(s).ok())?,
@@ -361,6 +363,7 @@ impl WireEvent {
             subject_user: parse_opt(self.subject_user, |s| UserId::parse(s).ok())?,
             target_seq,
             rel: rel.boxed(),
+            mls: None,
         })
     }
 }
@@ -550,8 +553,11 @@ pub fn encode(origin: &str, batch: &Batch, payload_bytes_max: usize) -> Encoded 
     let mut encoded = Encoded::default();
     for (conv_id, head) in batch.heads() {
         for event in batch.events(conv_id) {
-            let item = serde_json::to_string(&WireEvent::from(&**event))
-                .ok()
+            // MLS events (docs/E2EE.md) travel as their heads only: their opaque messages are
+            // large, and a Welcome must reach only its devices, which the log read decides.
+            let item = (event.mls.is_none())
+                .then(|| serde_json::to_string(&WireEvent::from(&**event)).ok())
+                .flatten()
                 .filter(|item| item.len() <= EVENT_INLINE_BYTES_MAX);
             if !item.is_some_and(|item| packer.add(Part::Event, item)) {
                 encoded.events_left_out += 1;
@@ -624,6 +630,7 @@ mod tests {
             subject_user: None,
             target_seq: None,
             rel: None,
+            mls: None,
         }
     }
 

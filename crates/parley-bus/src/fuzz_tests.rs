@@ -100,6 +100,7 @@ fn event() -> impl Strategy<Value = Event> {
                     subject_user: Some(UserId::parse(&subject).expect("generated user id")),
                     target_seq: (with_target && seq > 1).then_some(seq / 2),
                     rel: None,
+                    mls: None,
                 }
             },
         )

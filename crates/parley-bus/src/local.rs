@@ -77,6 +77,7 @@ mod tests {
             subject_user: None,
             target_seq: None,
             rel: None,
+            mls: None,
         })
     }
 

@@ -12,6 +12,9 @@ use crate::membership::Role;
 pub enum ConvKind {
     Direct,
     Group,
+    /// A group whose events are MLS messages the server cannot read (docs/E2EE.md); its
+    /// membership changes only by Commits.
+    Encrypted,
 }
 
 impl ConvKind {
@@ -19,6 +22,16 @@ impl ConvKind {
         match self {
             Self::Direct => "direct",
             Self::Group => "group",
+            Self::Encrypted => "encrypted",
+        }
+    }
+
+    /// The kind as a store's `kind` column keeps it: an encrypted conversation is a group
+    /// with an MLS epoch.
+    pub fn stored_as(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Group | Self::Encrypted => "group",
         }
     }
 
@@ -26,6 +39,7 @@ impl ConvKind {
         match s {
             "direct" => Some(Self::Direct),
             "group" => Some(Self::Group),
+            "encrypted" => Some(Self::Encrypted),
             _ => None,
         }
     }

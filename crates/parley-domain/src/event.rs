@@ -8,7 +8,7 @@ use crate::relations::Relations;
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum EventKind {
     Msg,
     Recall,
@@ -20,6 +20,14 @@ pub enum EventKind {
     React,
     /// A reaction `key` taken back from a message (`target_seq`).
     Unreact,
+    /// An MLS application message of an encrypted conversation (docs/E2EE.md).
+    MlsApplication,
+    /// An MLS proposal.
+    MlsProposal,
+    /// An MLS Commit, which moved the conversation's epoch past `mls_epoch`.
+    MlsCommit,
+    /// An MLS Welcome for the devices it names.
+    MlsWelcome,
 }
 
 impl EventKind {
@@ -32,7 +40,19 @@ impl EventKind {
             Self::Edit => "edit",
             Self::React => "react",
             Self::Unreact => "unreact",
+            Self::MlsApplication => "mls_application",
+            Self::MlsProposal => "mls_proposal",
+            Self::MlsCommit => "mls_commit",
+            Self::MlsWelcome => "mls_welcome",
         }
+    }
+
+    /// The kinds of an encrypted conversation's MLS messages.
+    pub fn is_mls(self) -> bool {
+        matches!(
+            self,
+            Self::MlsApplication | Self::MlsProposal | Self::MlsCommit | Self::MlsWelcome
+        )
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -44,6 +64,10 @@ impl EventKind {
             "edit" => Self::Edit,
             "react" => Self::React,
             "unreact" => Self::Unreact,
+            "mls_application" => Self::MlsApplication,
+            "mls_proposal" => Self::MlsProposal,
+            "mls_commit" => Self::MlsCommit,
+            "mls_welcome" => Self::MlsWelcome,
             _ => return None,
         })
     }
@@ -84,6 +108,58 @@ pub struct Event {
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(inline))]
     pub rel: Option<Box<Relations>>,
+    /// An MLS event's opaque message (docs/E2EE.md); boxed like `rel`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(inline))]
+    pub mls: Option<Box<MlsFields>>,
+}
+
+/// A device a Welcome is for.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+pub struct WelcomeDevice {
+    pub user_id: String,
+    pub device_id: String,
+}
+
+/// What an MLS event carries: the server stores and forwards it and never reads it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MlsFields {
+    /// The epoch the message was made in; a Welcome's is the epoch its Commit started.
+    pub mls_epoch: i64,
+    /// Standard base64 of the MLS message; a Welcome's only for the devices it names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mls_message: Option<String>,
+    /// The devices a Welcome is for, shown to them only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mls_devices: Vec<WelcomeDevice>,
+}
+
+impl Event {
+    /// The event as `device` of `user` may see it: a Welcome keeps its message and its devices
+    /// only for the devices it names (docs/E2EE.md); every other event is unchanged. `None`
+    /// when nothing needs to change, so the shared copy is used.
+    pub fn redacted_for(&self, user: &str, device: &str) -> Option<Self> {
+        let mls = self.mls.as_deref()?;
+        if self.kind != EventKind::MlsWelcome || mls.mls_message.is_none() {
+            return None;
+        }
+        let named = mls
+            .mls_devices
+            .iter()
+            .any(|d| d.user_id == user && d.device_id == device);
+        if named {
+            return None;
+        }
+        let mut copy = self.clone();
+        copy.mls = Some(Box::new(MlsFields {
+            mls_epoch: mls.mls_epoch,
+            mls_message: None,
+            mls_devices: Vec::new(),
+        }));
+        Some(copy)
+    }
 }
 
 impl Event {
@@ -144,6 +220,23 @@ impl Event {
         }
     }
 
+    /// An MLS event at `seq` posted by `actor` (docs/E2EE.md); the caller adds what keys it
+    /// like a send.
+    pub fn mls(
+        conv_id: &ConvId,
+        seq: i64,
+        kind: EventKind,
+        actor: &UserId,
+        created_at: DateTime<Utc>,
+        fields: MlsFields,
+    ) -> Self {
+        assert!(kind.is_mls(), "an MLS event of kind {kind:?}");
+        Self {
+            mls: Some(Box::new(fields)),
+            ..Self::by(conv_id, seq, kind, actor, created_at)
+        }
+    }
+
     /// An event of `kind` made by `actor`, every field of other kinds left out.
     fn by(
         conv_id: &ConvId,
@@ -166,6 +259,7 @@ impl Event {
             subject_user: None,
             target_seq: None,
             rel: None,
+            mls: None,
         }
     }
 

@@ -71,6 +71,15 @@ impl RequestHash {
         )
     }
 
+    /// An MLS write: its kind, epoch, message, Welcome and declared membership changes, each
+    /// part length-prefixed so no two requests share a fingerprint.
+    pub fn of_mls(kind: &str, epoch: i64, message: &str, extra: &[&str]) -> Self {
+        let epoch = epoch.to_string();
+        let mut parts: Vec<&[u8]> = vec![kind.as_bytes(), epoch.as_bytes(), message.as_bytes()];
+        parts.extend(extra.iter().map(|p| p.as_bytes()));
+        Self::of_parts(b"parley-mls-v1", &parts)
+    }
+
     fn of_parts(version: &[u8], parts: &[&[u8]]) -> Self {
         let mut h = Sha256::new();
         h.update(version);

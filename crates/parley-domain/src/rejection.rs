@@ -33,4 +33,18 @@ pub enum Rejection {
     /// The uploader's stored media would exceed their quota (docs/MEDIA.md).
     #[error("the media quota of this user is used up")]
     QuotaExceeded,
+    /// An MLS message made in another epoch than the conversation's current one.
+    #[error("the message was made in epoch {sent_in}; the conversation is at epoch {epoch}")]
+    EpochConflict {
+        sent_in: i64,
+        epoch: i64,
+        /// The Commit that ended `sent_in` (the last Commit when `sent_in` lies ahead).
+        winning_seq: i64,
+    },
+    /// A plaintext write (or a member route) on an encrypted conversation.
+    #[error("the conversation is end-to-end encrypted; post MLS messages instead")]
+    EncryptedConversation,
+    /// An MLS write on a conversation that is not encrypted.
+    #[error("the conversation is not end-to-end encrypted")]
+    NotEncrypted,
 }

@@ -117,6 +117,33 @@ impl FromRequest<AppState> for JsonBody {
     }
 }
 
+/// Largest body of an MLS write (docs/E2EE.md): a Commit that adds a hundred devices carries
+/// their KeyPackages, and its Welcome the group's ratchet tree and a secret per device, which
+/// together pass the limit of ordinary requests.
+pub const MLS_REQUEST_BYTES_MAX: usize = 1024 * 1024;
+
+/// A JSON body of an MLS write: the checks of [`JsonBody`] with [`MLS_REQUEST_BYTES_MAX`], or the
+/// deployment's limit where that is larger.
+#[derive(Debug, Clone)]
+pub struct MlsJsonBody(pub JsonBody);
+
+impl FromRequest<AppState> for MlsJsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let limit_bytes = state
+            .config()
+            .limits
+            .request_bytes_max
+            .max(MLS_REQUEST_BYTES_MAX);
+        check_content_length(req.headers(), limit_bytes)?;
+        let declared_json = check_content_type(req.headers());
+        let bytes = read_limited(req.into_body(), limit_bytes).await?;
+        declared_json?;
+        Ok(Self(JsonBody::from_bytes(bytes)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,6 +83,18 @@ pub enum ApiError {
     /// The store could not be reached before anything was written. The detail is for logs only.
     #[error("the service is unavailable; retry later")]
     Unavailable { detail: String },
+    /// An MLS message made in another epoch (docs/E2EE.md); the body carries the current epoch
+    /// and the winning Commit's seq.
+    #[error("the message was made in epoch {sent_in}; the conversation is at epoch {epoch}")]
+    EpochConflict {
+        sent_in: i64,
+        epoch: i64,
+        winning_seq: i64,
+    },
+    #[error("the conversation is end-to-end encrypted; post MLS messages instead")]
+    EncryptedConversation,
+    #[error("the conversation is not end-to-end encrypted")]
+    NotEncrypted,
     /// This gateway does not hold its lease, so it accepts no WebSocket (chapter 10).
     #[error("this gateway does not hold its lease; connect to another gateway")]
     LeaseExpired,
@@ -125,6 +137,9 @@ impl ApiError {
             Self::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
             Self::Unavailable { .. } => ErrorCode::Unavailable,
             Self::LeaseExpired => ErrorCode::LeaseExpired,
+            Self::EpochConflict { .. } => ErrorCode::EpochConflict,
+            Self::EncryptedConversation => ErrorCode::EncryptedConversation,
+            Self::NotEncrypted => ErrorCode::NotEncrypted,
         })
     }
 
@@ -172,6 +187,17 @@ impl From<Rejection> for ApiError {
             Rejection::Recalled => Self::Recalled,
             Rejection::LimitReached(what) => Self::LimitReached(what),
             Rejection::QuotaExceeded => Self::QuotaExceeded,
+            Rejection::EpochConflict {
+                sent_in,
+                epoch,
+                winning_seq,
+            } => Self::EpochConflict {
+                sent_in,
+                epoch,
+                winning_seq,
+            },
+            Rejection::EncryptedConversation => Self::EncryptedConversation,
+            Rejection::NotEncrypted => Self::NotEncrypted,
         }
     }
 }
@@ -200,7 +226,16 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
-        let body = ErrorBody::new(self.code(), self.to_string());
+        let mut body = ErrorBody::new(self.code(), self.to_string());
+        if let Self::EpochConflict {
+            epoch, winning_seq, ..
+        } = &self
+        {
+            body.error.conflict = Some(parley_wire::EpochConflict {
+                epoch: *epoch,
+                winning_seq: *winning_seq,
+            });
+        }
         let mut response = (self.status(), Json(body)).into_response();
         if let Self::RangeNotSatisfiable { len } = &self {
             if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {

@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod auth;
 pub mod body;
 pub mod config;
+pub mod encrypted;
 pub mod error;
 pub mod gateway;
 pub mod listener;

@@ -59,6 +59,7 @@ fn msg_event(conv_id: ConvId, seq: i64) -> Event {
         subject_user: None,
         target_seq: None,
         rel: None,
+        mls: None,
     }
 }
 
@@ -369,6 +370,44 @@ impl Store for FakeStore {
         _: &UserId,
         _: parley_domain::SearchLanguage,
     ) -> Result<parley_domain::SearchLanguage, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn post_mls(
+        &self,
+        _: &parley_store::MlsRequest,
+    ) -> Result<parley_store::MlsOutcome, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn is_encrypted(&self, _: &ConvId) -> Result<Option<bool>, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn publish_key_packages(
+        &self,
+        _: &parley_store::KeyPackageBatch,
+    ) -> Result<parley_store::KeyPackageStock, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn key_package_stock(
+        &self,
+        _: &UserId,
+        _: &DeviceId,
+    ) -> Result<parley_store::KeyPackageStock, StoreError> {
+        self.touch();
+        Err(refused())
+    }
+
+    async fn claim_key_packages(
+        &self,
+        _: &UserId,
+    ) -> Result<Vec<parley_store::ClaimedPackage>, StoreError> {
         self.touch();
         Err(refused())
     }

@@ -29,7 +29,7 @@ pub struct Created {
     pub conversation: ConversationView,
 }
 
-fn announce(state: &AppState, event: Event) {
+pub(crate) fn announce(state: &AppState, event: Event) {
     // Before the ack: the event window answers no fetch without this event from now on.
     state.gateway().window().note(&event.conv_id, event.seq);
     if event.kind == parley_domain::EventKind::Msg {
@@ -48,6 +48,10 @@ pub async fn send(
     body: Body,
     relations: SendRelations,
 ) -> Result<SendAck, ApiError> {
+    state
+        .encrypted()
+        .refuse_plaintext(state.store().as_ref(), &conv_id, &identity.user_id)
+        .await?;
     let req = SendRequest::related(
         conv_id,
         identity.user_id.clone(),

@@ -34,6 +34,8 @@ pub struct AppState {
     push: Arc<crate::push::Push>,
     /// Searches this node runs at once; more wait, up to `SEARCH_QUEUE_WAIT_MS_MAX`.
     searches: Arc<tokio::sync::Semaphore>,
+    /// Which conversations are end-to-end encrypted, for the send path (docs/E2EE.md).
+    encrypted: Arc<crate::encrypted::EncryptedConvs>,
 }
 
 /// Searches one node runs at once. A search costs the store far more than a read of the log, so
@@ -81,6 +83,7 @@ impl AppState {
             media: None,
             push: Arc::new(crate::push::Push::new()),
             searches: Arc::new(tokio::sync::Semaphore::new(SEARCHES_IN_FLIGHT_MAX)),
+            encrypted: Arc::default(),
         }
     }
 
@@ -121,6 +124,11 @@ impl AppState {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Which conversations are end-to-end encrypted (`encrypted.rs`).
+    pub fn encrypted(&self) -> &crate::encrypted::EncryptedConvs {
+        &self.encrypted
     }
 
     pub fn bus(&self) -> &Arc<dyn EventBus> {

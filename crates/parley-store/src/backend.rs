@@ -38,6 +38,8 @@ pub(crate) trait Backend:
         + crate::flow::media::MediaTx
         + crate::flow::push::PushTx
         + crate::flow::search::SearchTx
+        + crate::flow::mls::MlsTx
+        + crate::flow::mls_keys::KeyPackageTx
         + 'static;
     /// A pooled connection, for a read of one statement outside a transaction.
     type Conn: DerefMut<Target: Sql + Sized> + Send;

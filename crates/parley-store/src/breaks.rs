@@ -17,7 +17,7 @@ pub const BREAKS_ENV: &str = "PARLEY_TEST_BREAKS";
 pub const BREAKS_COMPILED: bool = cfg!(feature = "test-breaks");
 
 /// Every break by its public name, in the order they are reported.
-pub const BREAK_NAMES: [&str; 8] = [
+pub const BREAK_NAMES: [&str; 9] = [
     NO_ROW_LOCK,
     NO_UNIQUE_INDEX,
     CLEANUP_WITHOUT_CAD,
@@ -26,6 +26,7 @@ pub const BREAK_NAMES: [&str; 8] = [
     NO_MEDIA_VISIBILITY,
     PUSH_IGNORES_READ,
     SEARCH_IGNORES_PERIODS,
+    MLS_ANY_EPOCH,
 ];
 
 const NO_ROW_LOCK: &str = "no-row-lock";
@@ -46,6 +47,10 @@ const PUSH_IGNORES_READ: &str = "push-ignores-read";
 /// inside one of their periods, so a member finds messages from before they joined or after
 /// they left (docs/SEARCH.md).
 const SEARCH_IGNORES_PERIODS: &str = "search-ignores-periods";
+/// An MLS write is not checked against the conversation's epoch, so a message made in an
+/// epoch its readers have left is written, and of two racing Commits the second is not refused
+/// with the winner's seq (docs/E2EE.md, the Delivery Service rule).
+const MLS_ANY_EPOCH: &str = "mls-any-epoch";
 
 /// A set of removed guards; the default removes none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,6 +63,7 @@ pub struct Breaks {
     no_media_visibility: bool,
     push_ignores_read: bool,
     search_ignores_periods: bool,
+    mls_any_epoch: bool,
 }
 
 /// Why a list of breaks was refused.
@@ -100,6 +106,7 @@ impl Breaks {
                 NO_MEDIA_VISIBILITY => &mut breaks.no_media_visibility,
                 PUSH_IGNORES_READ => &mut breaks.push_ignores_read,
                 SEARCH_IGNORES_PERIODS => &mut breaks.search_ignores_periods,
+                MLS_ANY_EPOCH => &mut breaks.mls_any_epoch,
                 other => return Err(BreaksError::Unknown(other.to_owned())),
             };
             *flag = true;
@@ -167,6 +174,11 @@ impl Breaks {
     pub fn search_ignores_periods(&self) -> bool {
         BREAKS_COMPILED && self.search_ignores_periods
     }
+
+    /// `mls-any-epoch`: an MLS write is accepted whatever epoch it was made in.
+    pub fn mls_any_epoch(&self) -> bool {
+        BREAKS_COMPILED && self.mls_any_epoch
+    }
 }
 
 /// The names of the removed guards, comma-separated, or `none`.
@@ -181,6 +193,7 @@ impl fmt::Display for Breaks {
             self.no_media_visibility(),
             self.push_ignores_read(),
             self.search_ignores_periods(),
+            self.mls_any_epoch(),
         ];
         let names: Vec<&str> = BREAK_NAMES
             .iter()

@@ -13,6 +13,7 @@ pub mod error;
 mod flow;
 #[cfg(test)]
 mod fuzz_tests;
+mod mls_types;
 mod observer;
 mod page;
 pub mod pg;
@@ -31,6 +32,7 @@ mod views;
 
 pub use breaks::{Breaks, BreaksError, BREAKS_ENV};
 pub use error::StoreError;
+pub use mls_types::*;
 pub use observer::StoreObserver;
 pub use push_types::*;
 pub use store::Store;

@@ -3,6 +3,7 @@
 
 use parley_domain::decide::send::{KeyCheckRow, StoredRequest};
 use parley_domain::decide::LogCounter;
+use parley_domain::event::{MlsFields, WelcomeDevice};
 use parley_domain::relations::ThreadSummary;
 use parley_domain::{
     Attachment, ConvId, ConvKind, DeliveryMode, DeviceId, Event, EventKind, MemberView, Period,
@@ -37,7 +38,25 @@ pub(crate) fn event(conv_id: &ConvId, row: &impl SqlRow) -> Result<Event, StoreE
         subject_user: row.opt_string("subject_user")?.map(UserId::from_trusted),
         target_seq: row.opt_int("target_seq")?,
         rel: relations(row, recalled)?.boxed(),
+        mls: mls_fields(row)?.map(Box::new),
     })
+}
+
+/// The MLS columns of an event row (docs/E2EE.md); `None` for every other kind.
+fn mls_fields(row: &impl SqlRow) -> Result<Option<MlsFields>, StoreError> {
+    let Some(mls_epoch) = row.opt_int("mls_epoch")? else {
+        return Ok(None);
+    };
+    let mls_devices = match row.opt_str("mls_devices")? {
+        Some(json) => serde_json::from_str::<Vec<WelcomeDevice>>(json)
+            .map_err(|e| StoreError::Unavailable(format!("mls_devices column: {e}")))?,
+        None => Vec::new(),
+    };
+    Ok(Some(MlsFields {
+        mls_epoch,
+        mls_message: row.opt_string("mls_message")?,
+        mls_devices,
+    }))
 }
 
 /// The relation columns of an event row (`docs/RELATIONS.md`); reactions are folded in by

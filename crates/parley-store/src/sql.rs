@@ -73,26 +73,26 @@ pub(crate) async fn key_check_of(
 pub const EVENTS_RANGE_ASC_SQL: &str =
     "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
      client_msg_id, body, subject_user, target_seq, recalled_at, \
-     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments, mls_epoch, mls_message, mls_devices \
      FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq ASC LIMIT $4";
 /// The range read of the log, descending (history pages).
 pub const EVENTS_RANGE_DESC_SQL: &str =
     "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
      client_msg_id, body, subject_user, target_seq, recalled_at, \
-     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments, mls_epoch, mls_message, mls_devices \
      FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq DESC LIMIT $4";
 
 /// A thread's events in a seq range: the root (`$5`) and the replies in it.
 pub const THREAD_RANGE_ASC_SQL: &str =
     "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
      client_msg_id, body, subject_user, target_seq, recalled_at, \
-     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments, mls_epoch, mls_message, mls_devices \
      FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 AND (thread_root = $5 OR seq = $5) \
      ORDER BY seq ASC LIMIT $4";
 pub const THREAD_RANGE_DESC_SQL: &str =
     "SELECT seq, kind, created_at, message_id, sender_user, sender_device, \
      client_msg_id, body, subject_user, target_seq, recalled_at, \
-     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments \
+     reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments, mls_epoch, mls_message, mls_devices \
      FROM events WHERE conv_id = $1 AND seq BETWEEN $2 AND $3 AND (thread_root = $5 OR seq = $5) \
      ORDER BY seq DESC LIMIT $4";
 

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use parley_domain::{ConvId, ConversationView, DeviceId, Event, EventsPage, Role, UserId};
 
 use crate::error::StoreError;
+use crate::mls_types::*;
 use crate::push_types::*;
 use crate::types::*;
 
@@ -170,6 +171,30 @@ pub trait Store: Send + Sync + 'static {
         thread: ThreadQuery,
         limit: u32,
     ) -> Result<EventsPage, StoreError>;
+
+    // End-to-end encrypted conversations (docs/E2EE.md).
+    /// An MLS write under the conversation's lock: keyed like a send (`dup` on a retry,
+    /// `IdempotencyMismatch`), then `NotMember`, `NotEncrypted`, `EpochConflict` (made in
+    /// another epoch than the current one), and for the users a Commit adds or removes the
+    /// rules of a group's adds and removals.
+    async fn post_mls(&self, req: &MlsRequest) -> Result<MlsOutcome, StoreError>;
+    /// Whether the conversation is end-to-end encrypted; `None` when it does not exist. A
+    /// conversation's kind never changes, so an answer may be kept.
+    async fn is_encrypted(&self, conv_id: &ConvId) -> Result<Option<bool>, StoreError>;
+    /// Stores a device's KeyPackages; `LimitReached` past `KEY_PACKAGES_PER_DEVICE_MAX`.
+    async fn publish_key_packages(
+        &self,
+        batch: &KeyPackageBatch,
+    ) -> Result<KeyPackageStock, StoreError>;
+    /// What a device holds in the directory.
+    async fn key_package_stock(
+        &self,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> Result<KeyPackageStock, StoreError>;
+    /// One package per live device of `user` that has one, each ordinary package handed out
+    /// once; `NotFound` for an unknown user.
+    async fn claim_key_packages(&self, user: &UserId) -> Result<Vec<ClaimedPackage>, StoreError>;
 
     // Attachments (docs/MEDIA.md).
     /// Registers an upload whose bytes are staged, before they are made visible: its blobs and

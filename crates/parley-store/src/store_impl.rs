@@ -10,6 +10,7 @@ use crate::error::StoreError;
 use crate::flow::{
     admin, create, join, leave, media, push, read_mark, recall, relate, retention, role, route,
 };
+use crate::mls_types::*;
 use crate::presence::{self, Presence};
 use crate::push_types::*;
 use crate::store::Store;
@@ -141,6 +142,33 @@ impl<B: Backend> Store for B {
         } else {
             relate::send_related(self, req).await
         }
+    }
+
+    async fn post_mls(&self, req: &MlsRequest) -> Result<MlsOutcome, StoreError> {
+        crate::flow::mls::post_mls(self, req).await
+    }
+
+    async fn is_encrypted(&self, conv_id: &ConvId) -> Result<Option<bool>, StoreError> {
+        crate::flow::mls::is_encrypted(self, conv_id).await
+    }
+
+    async fn publish_key_packages(
+        &self,
+        batch: &KeyPackageBatch,
+    ) -> Result<KeyPackageStock, StoreError> {
+        crate::flow::mls_keys::publish(self, batch).await
+    }
+
+    async fn key_package_stock(
+        &self,
+        user: &UserId,
+        device: &DeviceId,
+    ) -> Result<KeyPackageStock, StoreError> {
+        crate::flow::mls_keys::stock(self, user, device).await
+    }
+
+    async fn claim_key_packages(&self, user: &UserId) -> Result<Vec<ClaimedPackage>, StoreError> {
+        crate::flow::mls_keys::claim(self, user).await
     }
 
     async fn edit(&self, req: &EditRequest) -> Result<EditOutcome, StoreError> {

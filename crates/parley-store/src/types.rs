@@ -128,6 +128,7 @@ impl SendRequest {
             subject_user: None,
             target_seq: None,
             rel: None,
+            mls: None,
         };
         SendOutcome {
             conv_id: self.conv_id.clone(),

@@ -110,7 +110,7 @@ pub struct EventsPage<E = Event> {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum EventKind {
     #[default]
     Msg,
@@ -123,6 +123,14 @@ pub enum EventKind {
     React,
     /// A reaction `key` taken back from the message at `target_seq`.
     Unreact,
+    /// An MLS application message of an encrypted conversation (docs/E2EE.md).
+    MlsApplication,
+    /// An MLS proposal.
+    MlsProposal,
+    /// An MLS Commit: the conversation's epoch moved past `mls_epoch`.
+    MlsCommit,
+    /// An MLS Welcome; its message and devices reach only the devices it names.
+    MlsWelcome,
     /// A kind added after this version; it still takes a seq, so cursors move past it.
     #[serde(other)]
     Other,
@@ -181,6 +189,15 @@ pub struct Event {
     /// The message's attachments (docs/MEDIA.md); none once it is recalled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Media>,
+    /// The epoch an MLS message was made in (`mls_*`; a Welcome: the epoch it starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mls_epoch: Option<i64>,
+    /// The MLS message, base64 (`mls_*`; a Welcome's only for the devices it names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mls_message: Option<String>,
+    /// The devices a Welcome is for, shown to them only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mls_devices: Vec<crate::mls::DeviceRef>,
 }
 
 /// An upload (`POST /v1/media`) as the server describes it, and an attachment of a message.

@@ -76,6 +76,13 @@ error_codes! {
     /// A bound of the product was reached, such as the distinct reaction keys of a message.
     /// Beyond SPEC §6's table, at its 409 rank.
     LimitReached = LIMIT_REACHED, 409;
+    /// An MLS message made in an epoch that is not the conversation's current one
+    /// (docs/E2EE.md); the error object carries `epoch` and `winning_seq`.
+    EpochConflict = EPOCH_CONFLICT, 409;
+    /// A plaintext write on an encrypted conversation (docs/E2EE.md).
+    EncryptedConversation = ENCRYPTED_CONVERSATION, 409;
+    /// An MLS write on a conversation that is not encrypted (docs/E2EE.md).
+    NotEncrypted = NOT_ENCRYPTED, 409;
     /// An upload over the server's media size limit (docs/MEDIA.md).
     MediaTooLarge = MEDIA_TOO_LARGE, 413;
     /// An upload that would take the user's stored media past their quota.
@@ -148,6 +155,9 @@ pub struct ErrorDetail {
     pub code: String,
     #[serde(default)]
     pub message: String,
+    /// `EPOCH_CONFLICT` only: the conversation's current epoch and the Commit that won.
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<crate::mls::EpochConflict>,
 }
 
 impl ErrorBody {
@@ -156,6 +166,7 @@ impl ErrorBody {
             error: ErrorDetail {
                 code: code.into(),
                 message: message.into(),
+                conflict: None,
             },
         }
     }
@@ -167,7 +178,7 @@ mod tests {
 
     /// SPEC §6's table, written out by hand so that a changed row in the macro's table fails,
     /// with the codes added beside it (415, and the gateway's `LEASE_EXPIRED`).
-    const SPEC_TABLE: [(&str, u16); 27] = [
+    const SPEC_TABLE: [(&str, u16); 30] = [
         ("BAD_REQUEST", 400),
         ("UNSUPPORTED_MEDIA_TYPE", 415),
         ("BODY_TOO_LARGE", 413),
@@ -184,6 +195,9 @@ mod tests {
         ("EPOCH_CHANGED", 409),
         ("RECALLED", 409),
         ("LIMIT_REACHED", 409),
+        ("EPOCH_CONFLICT", 409),
+        ("ENCRYPTED_CONVERSATION", 409),
+        ("NOT_ENCRYPTED", 409),
         ("MEDIA_TOO_LARGE", 413),
         ("QUOTA_EXCEEDED", 413),
         ("MEDIA_TYPE_MISMATCH", 415),
@@ -229,6 +243,9 @@ mod tests {
             code::EPOCH_CHANGED,
             code::RECALLED,
             code::LIMIT_REACHED,
+            code::EPOCH_CONFLICT,
+            code::ENCRYPTED_CONVERSATION,
+            code::NOT_ENCRYPTED,
             code::MEDIA_TOO_LARGE,
             code::QUOTA_EXCEEDED,
             code::MEDIA_TYPE_MISMATCH,

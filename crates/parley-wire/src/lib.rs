@@ -22,6 +22,7 @@ pub mod error;
 pub mod frame;
 #[cfg(test)]
 mod fuzz_tests;
+pub mod mls;
 pub mod push;
 pub mod search;
 pub mod typed;
@@ -32,6 +33,10 @@ pub use answer::{
 };
 pub use error::{code, ErrorBody, ErrorCode, ErrorDetail};
 pub use frame::{ClientFrame, EchoedReqId, FrameError, Request, ServerFrame};
+pub use mls::{
+    ClaimedKeyPackage, ClaimedKeyPackages, DeviceRef, EpochConflict, KeyPackageCount,
+    KeyPackageUpload, MlsAck, MlsKind, MlsPost, WelcomeOut,
+};
 pub use push::{
     NotificationLevel, NotificationSettings, PushPayload, PushRegistration, PushTargetInfo,
     VapidPublicKey, WebPushKeys,

@@ -221,7 +221,12 @@ impl Event {
                     }),
                 }
             }
-            EventKind::Other => TypedEvent::Other(self),
+            // MLS events stay raw: only the SDK's `e2ee` layer can give them meaning.
+            EventKind::MlsApplication
+            | EventKind::MlsProposal
+            | EventKind::MlsCommit
+            | EventKind::MlsWelcome
+            | EventKind::Other => TypedEvent::Other(self),
         }
     }
 }

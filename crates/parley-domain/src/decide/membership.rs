@@ -25,7 +25,13 @@ pub fn new_conv_id(
             };
             Ok(ConvId::direct(creator, other))
         }
-        ConvKind::Group => Ok(chosen.cloned().unwrap_or_else(ConvId::generated_group)),
+        ConvKind::Encrypted if !others.is_empty() => Err(Rejection::BadRequest(
+            "an encrypted conversation starts with its creator alone; members join by Commit"
+                .into(),
+        )),
+        ConvKind::Group | ConvKind::Encrypted => {
+            Ok(chosen.cloned().unwrap_or_else(ConvId::generated_group))
+        }
     }
 }
 
@@ -53,7 +59,7 @@ pub fn initial_delivery(
             mode,
             pull_threshold: None,
         },
-        (None, ConvKind::Group) => InitialDelivery {
+        (None, ConvKind::Group | ConvKind::Encrypted) => InitialDelivery {
             mode: if members >= pull_threshold as usize {
                 DeliveryMode::Pull
             } else {
@@ -72,7 +78,7 @@ pub fn initial_delivery(
 /// no owner).
 pub fn initial_role(kind: ConvKind, index: usize) -> Role {
     match (kind, index) {
-        (ConvKind::Group, 0) => Role::Owner,
+        (ConvKind::Group | ConvKind::Encrypted, 0) => Role::Owner,
         _ => Role::Member,
     }
 }
@@ -119,6 +125,9 @@ pub fn check_add(kind: ConvKind, parties: Parties) -> Result<(), Rejection> {
     if kind == ConvKind::Direct {
         return Err(Rejection::Forbidden(FIXED_MEMBERSHIP));
     }
+    if kind == ConvKind::Encrypted {
+        return Err(Rejection::EncryptedConversation);
+    }
     if !actor.manages_members() {
         return Err(Rejection::Forbidden("only owners and admins add members"));
     }
@@ -142,6 +151,9 @@ pub fn check_remove(kind: ConvKind, leaving: bool, parties: Parties) -> Result<R
     };
     if kind == ConvKind::Direct {
         return Err(Rejection::Forbidden(FIXED_MEMBERSHIP));
+    }
+    if kind == ConvKind::Encrypted {
+        return Err(Rejection::EncryptedConversation);
     }
     if !leaving && !actor.may_remove(target) {
         return Err(Rejection::Forbidden("this role may not remove that member"));

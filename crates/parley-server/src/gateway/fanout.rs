@@ -363,7 +363,11 @@ fn apply_membership(state: &mut ConvState, event: &Event) {
         | EventKind::Recall
         | EventKind::Edit
         | EventKind::React
-        | EventKind::Unreact => {}
+        | EventKind::Unreact
+        | EventKind::MlsApplication
+        | EventKind::MlsProposal
+        | EventKind::MlsCommit
+        | EventKind::MlsWelcome => {}
     }
 }
 
@@ -373,26 +377,26 @@ fn for_each_recipient(
     hub: &Hub,
     state: &ConvState,
     event: &Event,
-    mut f: impl FnMut(&Arc<ConnHandle>),
+    mut f: impl FnMut(&UserId, &Arc<ConnHandle>),
 ) {
     let covers = |from_seq: &i64| *from_seq <= event.seq;
     // Walk the smaller of the two sets: online users or members.
     if hub.online_user_count() < state.members.len() {
         for user in &hub.online_users() {
             if state.members.get(user).is_some_and(covers) {
-                hub.for_each_of(user, &mut f);
+                hub.for_each_of(user, |c| f(user, c));
             }
         }
     } else {
         for (user, from_seq) in &state.members {
             if covers(from_seq) {
-                hub.for_each_of(user, &mut f);
+                hub.for_each_of(user, |c| f(user, c));
             }
         }
     }
     if event.kind == EventKind::Leave {
         if let Some(subject) = &event.subject_user {
-            hub.for_each_of(subject, &mut f);
+            hub.for_each_of(subject, |c| f(subject, c));
         }
     }
 }
@@ -402,7 +406,21 @@ fn push(hub: &Hub, state: &ConvState, event: &Event, pushes: &Counter) {
     let Some(frame) = event_frame(event) else {
         return;
     };
-    for_each_recipient(hub, state, event, |c| {
+    if event.kind == EventKind::MlsWelcome {
+        // A Welcome's message goes to the devices it names; every other device gets the
+        // event without it, so its seqs stay gapless (docs/E2EE.md).
+        for_each_recipient(hub, state, event, |user, c| {
+            let redacted = event.redacted_for(user.as_str(), c.device_id.as_str());
+            let Some(frame) = redacted.map_or_else(|| Some(frame.clone()), |e| event_frame(&e))
+            else {
+                return;
+            };
+            pushes.inc();
+            c.push(frame);
+        });
+        return;
+    }
+    for_each_recipient(hub, state, event, |_, c| {
         pushes.inc();
         c.push(frame.clone());
     });
@@ -411,7 +429,7 @@ fn push(hub: &Hub, state: &ConvState, event: &Event, pushes: &Counter) {
 /// Tells every recipient that the head moved to `event.seq` (pull mode), coalesced per
 /// connection by `hints`.
 fn hint(hub: &Hub, hints: &Hints, state: &ConvState, event: &Event) {
-    for_each_recipient(hub, state, event, |c| {
+    for_each_recipient(hub, state, event, |_, c| {
         hints.hint(c, &event.conv_id, event.seq);
     });
 }
@@ -435,6 +453,7 @@ mod tests {
             subject_user: Some(UserId::from_trusted(who.into())),
             target_seq: None,
             rel: None,
+            mls: None,
         }
     }
 

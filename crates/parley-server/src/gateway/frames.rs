@@ -275,6 +275,7 @@ mod tests {
             subject_user: None,
             target_seq: None,
             rel: None,
+            mls: None,
         };
         let recalled = Event {
             body: None,

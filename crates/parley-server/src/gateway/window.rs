@@ -814,6 +814,7 @@ mod tests {
             subject_user: subject.map(user),
             target_seq: None,
             rel: None,
+            mls: None,
         })
     }
 

@@ -126,14 +126,14 @@ impl ReadEvents {
                     .store()
                     .thread(&t.conv_id, &device.user_id, thread, t.limit)
                     .await?;
-                return Ok(wire_page(page));
+                return Ok(wire_page(page, device));
             }
         };
         let page = state
             .store()
             .events(&conv_id, &device.user_id, query, limit)
             .await?;
-        Ok(wire_page(page))
+        Ok(wire_page(page, device))
     }
 }
 
@@ -152,7 +152,7 @@ impl SyncAfter {
             .fetch(&self.conv_id, &device.user_id, cursor, self.limit)
             .await
         {
-            return Ok(wire_page(page));
+            return Ok(wire_page(page, device));
         }
         let generation = window.purge_generation();
         let query = EventsQuery::After {
@@ -164,13 +164,21 @@ impl SyncAfter {
             .events(&self.conv_id, &device.user_id, query, self.limit)
             .await?;
         window.learn(&self.conv_id, &page, generation);
-        Ok(wire_page(page))
+        Ok(wire_page(page, device))
     }
 }
 
-fn wire_page(page: parley_domain::EventsPage) -> EventsPage<Event> {
+/// The page as `device` may see it: a Welcome's message only for the devices it names
+/// (docs/E2EE.md).
+fn wire_page(page: parley_domain::EventsPage, device: &DeviceIdentity) -> EventsPage<Event> {
+    let (user, device) = (device.user_id.as_str(), device.device_id.as_str());
+    let events = page
+        .events
+        .into_iter()
+        .map(|e| e.redacted_for(user, device).unwrap_or(e))
+        .collect();
     EventsPage {
-        events: page.events,
+        events,
         head: page.head,
         min_seq: page.min_seq,
         epoch: page.epoch,

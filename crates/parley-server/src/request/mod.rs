@@ -11,6 +11,7 @@
 
 pub mod fields;
 pub mod frame;
+pub mod mls;
 
 mod events;
 #[cfg(test)]

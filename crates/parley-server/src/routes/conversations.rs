@@ -63,23 +63,27 @@ pub fn new_conversation(
             members.push(user);
         }
     }
-    let conv_id = match (req.kind, req.conv_id) {
-        (ConvKind::Direct, Some(_)) => {
-            return Err(ApiError::bad_request(
-                "a direct conversation's id is derived from its members; omit conv_id",
-            ))
-        }
-        (ConvKind::Direct, None) => {
-            if members.len() != 1 {
+    let conv_id =
+        match (req.kind, req.conv_id) {
+            (ConvKind::Direct, Some(_)) => {
                 return Err(ApiError::bad_request(
-                    "a direct conversation has exactly one other member",
-                ));
+                    "a direct conversation's id is derived from its members; omit conv_id",
+                ))
             }
-            None
-        }
-        (ConvKind::Group, Some(raw)) => Some(path::group_conv_id(&raw)?),
-        (ConvKind::Group, None) => None,
-    };
+            (ConvKind::Direct, None) => {
+                if members.len() != 1 {
+                    return Err(ApiError::bad_request(
+                        "a direct conversation has exactly one other member",
+                    ));
+                }
+                None
+            }
+            (ConvKind::Encrypted, _) if !members.is_empty() => return Err(ApiError::bad_request(
+                "an encrypted conversation starts with its creator alone; members join by Commit",
+            )),
+            (ConvKind::Group | ConvKind::Encrypted, Some(raw)) => Some(path::group_conv_id(&raw)?),
+            (ConvKind::Group | ConvKind::Encrypted, None) => None,
+        };
     if let Some(title) = &req.title {
         fields::text("title", title)?;
     }
@@ -180,8 +184,13 @@ pub async fn list(
         .store()
         .list_conversations(&identity.user_id, since.as_deref())
         .await?;
+    let conversations = feed
+        .conversations
+        .into_iter()
+        .map(|v| for_device(v, &identity))
+        .collect();
     Ok(Json(ConversationList {
-        conversations: feed.conversations,
+        conversations,
         sync_token: feed.sync_token,
     }))
 }
@@ -215,7 +224,23 @@ pub async fn get_one(
         .store()
         .get_conversation(&conv_id, &identity.user_id)
         .await?;
-    Ok(Json(view))
+    Ok(Json(for_device(view, &identity)))
+}
+
+/// The view as the calling device may see it: a last event that is a Welcome shows its message
+/// only to the devices it names (docs/E2EE.md).
+fn for_device(
+    mut view: ConversationView,
+    device: &parley_store::DeviceIdentity,
+) -> ConversationView {
+    if let Some(redacted) = view
+        .last_event
+        .as_ref()
+        .and_then(|e| e.redacted_for(device.user_id.as_str(), device.device_id.as_str()))
+    {
+        view.last_event = Some(redacted);
+    }
+    view
 }
 
 #[cfg(test)]

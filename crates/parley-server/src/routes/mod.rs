@@ -11,6 +11,7 @@ mod media;
 mod members;
 mod messages;
 mod metrics;
+mod mls;
 mod presence;
 mod push;
 mod read;
@@ -72,6 +73,9 @@ pub fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(push::get_settings, push::set_settings))
         .routes(routes!(search::search))
         .routes(routes!(search::get_language, search::set_language))
+        .routes(routes!(mls::post))
+        .routes(routes!(mls::publish, mls::stock))
+        .routes(routes!(mls::claim))
         .routes(routes!(presence::list))
         .routes(routes!(metrics::admin_only))
         .routes(routes!(web::page))

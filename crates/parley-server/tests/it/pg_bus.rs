@@ -56,6 +56,7 @@ fn event(conv: &str, seq: i64) -> Arc<Event> {
         subject_user: None,
         target_seq: None,
         rel: None,
+        mls: None,
     })
 }
 

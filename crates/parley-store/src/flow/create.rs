@@ -94,7 +94,9 @@ pub(crate) async fn create_conversation<B: Backend>(
                 created: false,
                 events: Vec::new(),
             }),
-            ConvKind::Group => Err(Rejection::AlreadyExists("conversation").into()),
+            ConvKind::Group | ConvKind::Encrypted => {
+                Err(Rejection::AlreadyExists("conversation").into())
+            }
         };
     };
     tx.insert_initial_members(&row, created_at).await?;

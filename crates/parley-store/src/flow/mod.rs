@@ -13,6 +13,8 @@ pub(crate) mod join;
 pub(crate) mod leave;
 pub(crate) mod media;
 pub(crate) mod membership;
+pub(crate) mod mls;
+pub(crate) mod mls_keys;
 pub(crate) mod push;
 pub(crate) mod read_mark;
 pub(crate) mod recall;

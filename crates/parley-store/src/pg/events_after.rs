@@ -30,7 +30,7 @@ SELECT c.next_seq - 1 AS r_log_head, c.min_seq AS r_min_seq, c.epoch AS r_epoch,
        e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
        e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at,
        e.reply_to, e.thread_root, e.mentions, e.reaction_key, e.edited_at, e.thread_replies,
-       e.thread_latest_seq, e.attachments
+       e.thread_latest_seq, e.attachments, e.mls_epoch, e.mls_message, e.mls_devices
   FROM conversations c
   CROSS JOIN LATERAL (
     -- With one period, min and max are that period's bounds (max ignores an open NULL).
@@ -40,7 +40,7 @@ SELECT c.next_seq - 1 AS r_log_head, c.min_seq AS r_min_seq, c.epoch AS r_epoch,
   ) p
   LEFT JOIN LATERAL (
     SELECT seq, kind, created_at, message_id, sender_user, sender_device,
-           client_msg_id, body, subject_user, target_seq, recalled_at, reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments
+           client_msg_id, body, subject_user, target_seq, recalled_at, reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments, mls_epoch, mls_message, mls_devices
       FROM events
      WHERE p.period_count = 1
        AND conv_id = c.conv_id

@@ -3,7 +3,7 @@
 //! together), after the row lock `FOR NO KEY UPDATE`.
 
 use chrono::{DateTime, Utc};
-use parley_domain::ConvId;
+use parley_domain::{ConvId, ConvKind};
 
 use super::PgTx;
 use crate::error::StoreError;
@@ -20,14 +20,15 @@ impl CreateTx for PgTx<'_> {
         row: &NewRow<'_>,
     ) -> Result<Option<DateTime<Utc>>, StoreError> {
         Ok(sqlx::query_scalar(
-            "INSERT INTO conversations (conv_id, kind, title, delivery_mode, pull_threshold,
+            "INSERT INTO conversations (conv_id, kind, mls_epoch, title, delivery_mode, pull_threshold,
                                         next_seq, recall_window_ms, retention_ms, member_count)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
              ON CONFLICT (conv_id) DO NOTHING
              RETURNING created_at",
         )
         .bind(row.conv_id.as_str())
-        .bind(row.req.kind.as_str())
+        .bind(row.req.kind.stored_as())
+        .bind((row.req.kind == ConvKind::Encrypted).then_some(0_i64))
         .bind(row.req.title.as_deref())
         .bind(row.delivery.mode.as_str())
         .bind(row.delivery.pull_threshold.map(rows::int4))
@@ -68,7 +69,8 @@ impl CreateTx for PgTx<'_> {
 }
 
 impl MembershipTx for PgTx<'_> {
-    const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT kind, next_seq, msg_count,
+    const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT
+           CASE WHEN mls_epoch IS NULL THEN kind ELSE 'encrypted' END AS kind, next_seq, msg_count,
            member_count::bigint AS member_count, delivery_mode,
            pull_threshold::bigint AS pull_threshold
       FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE";

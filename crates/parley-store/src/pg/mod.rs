@@ -10,6 +10,7 @@ mod admin;
 mod events_after;
 pub use events_after::EVENTS_AFTER_ONE_PERIOD_SQL;
 mod membership;
+mod mls;
 mod read;
 mod realtime;
 mod recall;

@@ -23,7 +23,8 @@ type Probed = HashMap<(String, i64), (i64, Event)>;
 
 impl ViewTx for PgTx<'_> {
     const CONVERSATION_ROWS_SQL: &'static str =
-        "SELECT conv_id, kind, title, delivery_mode, next_seq, min_seq, epoch, recall_window_ms, retention_ms
+        "SELECT conv_id, CASE WHEN mls_epoch IS NULL THEN kind ELSE 'encrypted' END AS kind,
+                title, delivery_mode, next_seq, min_seq, epoch, recall_window_ms, retention_ms
          FROM conversations WHERE conv_id = ANY($1)";
     const VIEWER_PERIODS_SQL: &'static str =
         "SELECT conv_id, from_seq, to_seq FROM membership_periods WHERE user_id = $1 AND conv_id = ANY($2)";
@@ -100,7 +101,7 @@ async fn probe(tx: &mut PgTx<'_>, planned: &[Planned<'_>]) -> Result<Probed, Sto
         "SELECT e.conv_id, e.seq, e.kind, e.created_at, e.message_id, e.sender_user, e.sender_device,
                 e.client_msg_id, e.body, e.subject_user, e.target_seq, e.recalled_at, e.msg_ordinal,
                 e.reply_to, e.thread_root, e.mentions, e.reaction_key, e.edited_at,
-                e.thread_replies, e.thread_latest_seq, e.attachments
+                e.thread_replies, e.thread_latest_seq, e.attachments, e.mls_epoch, e.mls_message, e.mls_devices
          FROM UNNEST($1::text[], $2::bigint[]) AS t(c, s)
          JOIN events e ON e.conv_id = t.c AND e.seq = t.s",
     )

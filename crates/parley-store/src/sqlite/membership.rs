@@ -3,7 +3,7 @@
 //! the conversation row is its lock; each write takes the change clock's next value.
 
 use chrono::{DateTime, Utc};
-use parley_domain::{ConvId, EventKind};
+use parley_domain::{ConvId, ConvKind, EventKind};
 
 use super::rows::{json_list, now, tick, ts};
 use super::Tx;
@@ -23,13 +23,14 @@ impl CreateTx for Tx<'_> {
         let created_at = now();
         let change = tick(self).await?;
         let inserted = sqlx::query(
-            "INSERT INTO conversations (conv_id, kind, title, delivery_mode, pull_threshold, next_seq,
+            "INSERT INTO conversations (conv_id, kind, mls_epoch, title, delivery_mode, pull_threshold, next_seq,
                                         recall_window_ms, retention_ms, member_count, change_seq, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT (conv_id) DO NOTHING",
         )
         .bind(row.conv_id.as_str())
-        .bind(row.req.kind.as_str())
+        .bind(row.req.kind.stored_as())
+        .bind((row.req.kind == ConvKind::Encrypted).then_some(0_i64))
         .bind(row.req.title.as_deref())
         .bind(row.delivery.mode.as_str())
         .bind(row.delivery.pull_threshold.map(i64::from))
@@ -100,7 +101,8 @@ async fn insert_member_event(
 
 impl MembershipTx for Tx<'_> {
     /// The write lock is held already; this reads the row. This store keeps no message count.
-    const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT kind, next_seq, 0 AS msg_count, member_count,
+    const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT
+           CASE WHEN mls_epoch IS NULL THEN kind ELSE 'encrypted' END AS kind, next_seq, 0 AS msg_count, member_count,
            delivery_mode, pull_threshold
       FROM conversations WHERE conv_id = $1";
 

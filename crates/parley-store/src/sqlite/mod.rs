@@ -26,6 +26,7 @@
 mod admin;
 pub mod files;
 mod membership;
+mod mls;
 mod read;
 mod realtime;
 mod recall;

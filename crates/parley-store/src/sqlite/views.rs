@@ -13,7 +13,8 @@ use crate::views::{Counted, Planned, ViewTx};
 
 impl ViewTx for Tx<'_> {
     const CONVERSATION_ROWS_SQL: &'static str =
-        "SELECT conv_id, kind, title, delivery_mode, next_seq, min_seq, epoch, recall_window_ms, retention_ms
+        "SELECT conv_id, CASE WHEN mls_epoch IS NULL THEN kind ELSE 'encrypted' END AS kind,
+                title, delivery_mode, next_seq, min_seq, epoch, recall_window_ms, retention_ms
          FROM conversations WHERE conv_id IN (SELECT value FROM json_each($1))";
     const VIEWER_PERIODS_SQL: &'static str =
         "SELECT conv_id, from_seq, to_seq FROM membership_periods
