@@ -142,7 +142,7 @@ run_store() {
   # The account operations run with the admin token: to them it is no device token (logout
   # and the password change answer 401), so the device run keeps its token alive.
   run_schemathesis "$store-admin" "$ADMIN_TOKEN" --include-tag-regex '^(admin|probes|meta|accounts|web)$'
-  run_schemathesis "$store-device" "$DEVICE_TOKEN" --include-tag-regex '^(conversations|media|notifications|search)$'
+  run_schemathesis "$store-device" "$DEVICE_TOKEN" --include-tag-regex '^(conversations|media|notifications|search|e2ee)$'
   stop_server
 }
 

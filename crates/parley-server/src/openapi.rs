@@ -40,6 +40,8 @@ pub const ADMIN_TOKEN_SCHEME: &str = "admin_token";
             (Web Push, push gateways), levels and settings (docs/PUSH.md)."),
         (name = "search", description = "Message search over what the caller may read, and \
             a conversation's search language (docs/SEARCH.md)."),
+        (name = "e2ee", description = "End-to-end encrypted conversations: the MLS Delivery \
+            Service and the KeyPackage directory (docs/E2EE.md)."),
         (name = "meta", description = "This document."),
         (name = "web", description = "The browser client (docs/WEB.md)."),
     )

@@ -382,9 +382,10 @@ impl Store for FakeStore {
         Err(refused())
     }
 
+    /// Every conversation of the fake is a plain one.
     async fn is_encrypted(&self, _: &ConvId) -> Result<Option<bool>, StoreError> {
         self.touch();
-        Err(refused())
+        Ok(Some(false))
     }
 
     async fn publish_key_packages(
@@ -891,6 +892,10 @@ const SERVED_OPERATIONS: &[(&str, &str)] = &[
     ("get", "/v1/search"),
     ("get", "/v1/conversations/{conv_id}/search"),
     ("put", "/v1/conversations/{conv_id}/search"),
+    ("post", "/v1/conversations/{conv_id}/mls"),
+    ("post", "/v1/devices/me/key-packages"),
+    ("get", "/v1/devices/me/key-packages"),
+    ("post", "/v1/users/{user_id}/key-packages/claim"),
     ("get", "/metrics"),
     ("get", "/"),
     ("get", "/web/{name}"),

@@ -35,6 +35,8 @@ CREATE TABLE events_v3 (
     mls_devices       TEXT,
     PRIMARY KEY (conv_id, seq)
 ) STRICT;
+-- The language trigger reads events, so it cannot outlive the table while it is swapped.
+DROP TRIGGER conversations_search_lang;
 INSERT INTO events_v3 (conv_id, seq, kind, message_id, sender_user, sender_device, client_msg_id, request_hash, body, subject_user, target_seq, created_at, recalled_at, reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments)
     SELECT conv_id, seq, kind, message_id, sender_user, sender_device, client_msg_id, request_hash, body, subject_user, target_seq, created_at, recalled_at, reply_to, thread_root, mentions, reaction_key, edited_at, thread_replies, thread_latest_seq, attachments
       FROM events;
@@ -102,6 +104,22 @@ BEGIN
     DELETE FROM search_words_english WHERE rowid IN
         (SELECT doc_id FROM search_docs WHERE conv_id = OLD.conv_id AND seq = OLD.seq);
     DELETE FROM search_docs WHERE conv_id = OLD.conv_id AND seq = OLD.seq;
+END;
+
+CREATE TRIGGER conversations_search_lang AFTER UPDATE OF search_lang ON conversations
+    WHEN OLD.search_lang IS NOT NEW.search_lang
+BEGIN
+    DELETE FROM search_words_simple WHERE rowid IN
+        (SELECT doc_id FROM search_docs WHERE conv_id = NEW.conv_id);
+    DELETE FROM search_words_english WHERE rowid IN
+        (SELECT doc_id FROM search_docs WHERE conv_id = NEW.conv_id);
+    UPDATE search_docs SET lang = NEW.search_lang WHERE conv_id = NEW.conv_id;
+    INSERT INTO search_words_simple (rowid, body)
+    SELECT d.doc_id, e.body FROM search_docs d JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
+     WHERE d.conv_id = NEW.conv_id AND NEW.search_lang = 'simple';
+    INSERT INTO search_words_english (rowid, body)
+    SELECT d.doc_id, e.body FROM search_docs d JOIN events e ON e.conv_id = d.conv_id AND e.seq = d.seq
+     WHERE d.conv_id = NEW.conv_id AND NEW.search_lang = 'english';
 END;
 
 CREATE TABLE key_packages (

@@ -362,7 +362,8 @@ async fn check_welcome_devices<T: MlsTx>(
     Ok(())
 }
 
-const IS_ENCRYPTED_SQL: &str = "SELECT CASE WHEN mls_epoch IS NULL THEN 0 ELSE 1 END AS encrypted
+const IS_ENCRYPTED_SQL: &str =
+    "SELECT CAST(CASE WHEN mls_epoch IS NULL THEN 0 ELSE 1 END AS BIGINT) AS encrypted
        FROM conversations WHERE conv_id = $1";
 
 pub(crate) async fn is_encrypted<B: Backend>(

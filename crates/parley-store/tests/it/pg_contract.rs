@@ -572,3 +572,23 @@ async fn store_search_index_follows_recall_edit_purge() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn store_mls_commit_writes_joins_and_welcome() -> Result<()> {
+    contract::mls::commit_writes_joins_and_welcome(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_mls_epoch_rule_first_commit_wins() -> Result<()> {
+    contract::mls::epoch_rule_first_commit_wins(store().await.arc()).await
+}
+
+#[tokio::test]
+async fn store_mls_removal_and_kind_rules() -> Result<()> {
+    contract::mls::removal_and_kind_rules(&*store().await).await
+}
+
+#[tokio::test]
+async fn store_mls_key_packages_claimed_once() -> Result<()> {
+    contract::mls::key_packages_claimed_once(store().await.arc()).await
+}

@@ -430,3 +430,27 @@ async fn store_search_index_follows_recall_edit_purge() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn store_mls_commit_writes_joins_and_welcome() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::mls::commit_writes_joins_and_welcome(&*store).await
+}
+
+#[tokio::test]
+async fn store_mls_epoch_rule_first_commit_wins() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::mls::epoch_rule_first_commit_wins(store).await
+}
+
+#[tokio::test]
+async fn store_mls_removal_and_kind_rules() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::mls::removal_and_kind_rules(&*store).await
+}
+
+#[tokio::test]
+async fn store_mls_key_packages_claimed_once() -> Result<()> {
+    let (store, _dir) = store().await?;
+    contract::mls::key_packages_claimed_once(store).await
+}

@@ -5,6 +5,7 @@
 
 pub mod gateway_leases;
 pub mod media;
+pub mod mls;
 pub mod presence;
 pub mod push;
 pub mod relations;
