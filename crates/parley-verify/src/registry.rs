@@ -4,7 +4,7 @@
 use futures::future::BoxFuture;
 
 use crate::checks::{
-    access, concurrency, database, gateways, media, more, push, realtime, recall, relations,
+    access, concurrency, database, gateways, media, mls, more, push, realtime, recall, relations,
     retention, search, seed, sync_read, Observed,
 };
 use crate::context::Ctx;
@@ -77,6 +77,7 @@ const fn chapter_of(id: &'static str) -> &'static str {
         [b'1', b'3', ..] => "13",
         [b'1', b'4', ..] => "14",
         [b'1', b'5', ..] => "15",
+        [b'1', b'6', ..] => "16",
         _ => "??",
     }
 }
@@ -274,6 +275,18 @@ pub fn registry() -> Vec<CheckDef> {
             "after two edits neither the original nor the first edit's words find it; the last edit's do, at the message's seq, with its current body as the snippet; the edits are no hits", Api, boxed!(search::edit_matches_current_body)),
         check!("15-search-over-websocket", "The search frame answers what GET /v1/search answers.",
             "the same hits, snippets, highlights and cursors page by page, newest first and by rank; an empty query 400 BAD_REQUEST both ways", Api, boxed!(search::search_over_websocket)),
+        check!("16-commit-first-wins", "The first Commit of an epoch wins; a concurrent one for the same epoch is refused with the winner's seq.",
+            "two concurrent commits of epoch 1: one 200 (epoch 2), the other 409 EPOCH_CONFLICT with epoch 2 and winning_seq = the winner's seq; one mls_commit of epoch 1 in the log", Api, boxed!(mls::commit_first_wins)),
+        check!("16-stale-epoch-refused", "An MLS message made in an epoch the conversation has left is refused.",
+            "an application message of epoch 0 after the commit to epoch 1: 409 EPOCH_CONFLICT with winning_seq = the commit's seq; one of epoch 1: 200", Api, boxed!(mls::stale_epoch_refused)),
+        check!("16-control-mls-any-epoch", "Negative control: without the epoch check a stale application message is accepted.",
+            "with mls-any-epoch, 16-stale-epoch-refused fails on the accepted stale message; without it the check passes (both stores)", TestBuild, None),
+        check!("16-welcome-only-named-devices", "A Welcome's message reaches only the devices it names.",
+            "ben/phone, named, sees mls_message and mls_devices on the mls_welcome; ben/laptop and ana see the same seq (no gap) without them", Api, boxed!(mls::welcome_only_named_devices)),
+        check!("16-membership-follows-commits", "The membership of an encrypted conversation follows its Commits; plaintext writes and MLS writes refuse the wrong kind of conversation.",
+            "add_users' joins right after the commit, remove_users' leave; the removed member reads nothing after the leave; plaintext send and POST /members 409 ENCRYPTED_CONVERSATION; POST /mls into a group 409 NOT_ENCRYPTED", Api, boxed!(mls::membership_follows_commits)),
+        check!("16-key-packages-claimed-once", "Each KeyPackage is claimed once; the last-resort one is kept.",
+            "3 packages + a last-resort one: 3 claims (two concurrent) get the 3 ordinary ones once each, the next two the last-resort one; available 0, last_resort true", Api, boxed!(mls::key_packages_claimed_once)),
     ]
 }
 

@@ -6,6 +6,7 @@ pub mod concurrency;
 pub mod database;
 pub mod gateways;
 pub mod media;
+pub mod mls;
 pub mod more;
 pub mod push;
 pub mod realtime;

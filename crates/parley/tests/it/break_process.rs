@@ -305,3 +305,29 @@ async fn check_15_control_search_ignores_periods_process() -> Result<()> {
     }
     Ok(())
 }
+
+/// `16-control-mls-any-epoch` through `parley serve` on each store: with
+/// `PARLEY_TEST_BREAKS=mls-any-epoch` the verify check `16-stale-epoch-refused` fails, the
+/// application message made in epoch 0 being accepted after the commit to epoch 1; on a server
+/// without the break it passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_16_control_mls_any_epoch_process() -> Result<()> {
+    const CHECK: &str = "16-stale-epoch-refused";
+    for kind in [StoreKind::Postgres, StoreKind::Sqlite] {
+        let guarded = verify_check(kind, "", CHECK).await?;
+        ensure!(
+            guarded.status == parley_verify::Status::Pass,
+            "{kind:?}: without the break the check must pass: {:?}",
+            guarded.reason
+        );
+        let broken = verify_check(kind, "mls-any-epoch", CHECK).await?;
+        let reason = broken.reason.unwrap_or_default();
+        ensure!(
+            broken.status == parley_verify::Status::Fail
+                && reason.starts_with("the stale application message of epoch 0 was accepted"),
+            "{kind:?}: the check should fail on the accepted stale message, got {} {reason:?}",
+            broken.status.as_str()
+        );
+    }
+    Ok(())
+}
