@@ -25,7 +25,12 @@ impl E2ee {
                 Ok(page) => page,
                 // A user removed from the conversation reads no further; the Commit that
                 // removed this device came before that and was applied.
-                Err(e) if e.code() == Some(code::NOT_MEMBER) => break,
+                Err(e)
+                    if e.code() == Some(code::NOT_MEMBER)
+                        && inner.device.has_group(conv_id.as_bytes())? =>
+                {
+                    break
+                }
                 Err(e) => return Err(e.into()),
             };
             for event in &page.events {
@@ -169,10 +174,16 @@ fn commit(inner: &mut Inner, conv_id: &str, event: &Event) -> Result<Option<Decr
             )));
         };
         // The answer to this device's own Commit was lost: the log says it won.
-        let changes = inner.device.merge_pending(group)?;
+        let merged = inner.device.merge_pending(group);
         record_landed(inner, conv_id, event, made_in_i64 + 1);
         inner.meta.conv(conv_id).pending = None;
-        return Ok(members_changed(event, changes));
+        return Ok(match merged {
+            Ok(changes) => members_changed(event, changes),
+            Err(e) => Some(undecryptable(
+                event,
+                format!("cannot merge this device's own Commit: {e}"),
+            )),
+        });
     }
     // Another member's Commit won this epoch: this device's own, if any, lost.
     if inner.device.has_pending_commit(group)? {

@@ -45,7 +45,7 @@ use std::path::PathBuf;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use parley_wire::{DeviceRef, KeyPackageCount, KeyPackageUpload, MlsAck};
+use parley_wire::KeyPackageUpload;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
@@ -56,6 +56,7 @@ use crate::types::{ConvKind, Conversation};
 pub use error::E2eeError;
 use keystore::{KeyStore, Meta};
 use mls::Device;
+pub use parley_wire::{DeviceRef, KeyPackageCount, MlsAck};
 
 /// Attempts of one write that each meet `EPOCH_CONFLICT` before the write gives up: enough to
 /// ride out several members committing at once, bounded so a write cannot spin forever.

@@ -421,6 +421,8 @@ impl E2ee {
                 }
             }
         }
+        inner.meta.conv(conv_id).sent.remove(client_msg_id);
+        inner.save()?;
         Err(E2eeError::Contended {
             attempts: WRITE_ATTEMPTS_MAX,
         })

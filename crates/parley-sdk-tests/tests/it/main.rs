@@ -4,6 +4,7 @@
 //! examples as processes.
 
 mod deliveries;
+mod e2ee;
 mod examples;
 mod gateway_failover;
 mod identity;
