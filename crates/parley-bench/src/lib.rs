@@ -23,9 +23,14 @@
 //! seeded straight into the server's database (1,000,000 messages by default), through HTTP and
 //! through `Store::search` in the same run, at 1 and 16 searches in flight; and the send
 //! throughput with the search index's trigger on and off.
+//!
+//! Scenario `e2ee` (`e2ee.rs`): plain sends against encrypted ones (the SDK's `E2ee`: MLS
+//! encryption, `POST /mls`) among the same members, and the Commit costs of a 100-device
+//! encrypted group: the Commit that adds 99 devices, self-updates, and applying them.
 
 mod connections;
 mod cpu;
+mod e2ee;
 mod fanout;
 mod fixtures;
 mod large_group;
@@ -103,6 +108,9 @@ pub enum Scenario {
     /// throughput beside `Store::search` on the same database, and sends with the index's
     /// trigger on and off.
     Search,
+    /// End-to-end encryption: plain against encrypted sends among the same members, and the
+    /// Commits of a 100-device encrypted group (adding 99 at once, self-updates, applying them).
+    E2ee,
 }
 
 /// How the gateways the benchmark starts pass committed events to each other.
@@ -197,6 +205,8 @@ pub struct BenchArgs {
     pub push: push_notify::PushArgs,
     #[command(flatten)]
     pub search: search::SearchArgs,
+    #[command(flatten)]
+    pub e2ee: e2ee::E2eeArgs,
     /// Seconds of load (load-model scenarios).
     #[arg(long, default_value_t = 30)]
     pub duration: u64,
@@ -270,5 +280,6 @@ async fn run(args: &BenchArgs, t: &Target) -> anyhow::Result<()> {
         Scenario::Media => media::run(args, t).await,
         Scenario::Push => push_notify::run(args, t).await,
         Scenario::Search => search::run(args, t).await,
+        Scenario::E2ee => e2ee::run(args, t).await,
     }
 }
