@@ -105,6 +105,16 @@ impl ApiError {
         Self::BadRequest(message.into())
     }
 
+    /// The current epoch and the winning Commit's seq of an `EPOCH_CONFLICT`.
+    pub fn conflict(&self) -> Option<(i64, i64)> {
+        match self {
+            Self::EpochConflict {
+                epoch, winning_seq, ..
+            } => Some((*epoch, *winning_seq)),
+            _ => None,
+        }
+    }
+
     /// The stable code of SPEC §6; `None` for the one answer outside its table, a method that
     /// a known path does not have.
     pub fn wire_code(&self) -> Option<ErrorCode> {
@@ -227,14 +237,8 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         let mut body = ErrorBody::new(self.code(), self.to_string());
-        if let Self::EpochConflict {
-            epoch, winning_seq, ..
-        } = &self
-        {
-            body.error.conflict = Some(parley_wire::EpochConflict {
-                epoch: *epoch,
-                winning_seq: *winning_seq,
-            });
+        if let Some((epoch, winning_seq)) = self.conflict() {
+            body.error.conflict = Some(parley_wire::EpochConflict { epoch, winning_seq });
         }
         let mut response = (self.status(), Json(body)).into_response();
         if let Self::RangeNotSatisfiable { len } = &self {

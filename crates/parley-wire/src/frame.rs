@@ -94,6 +94,21 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         order: Option<String>,
     },
+    /// Answered like `POST …/mls`: a [`crate::MlsAck`] (docs/E2EE.md). A frame holds at most
+    /// the server's frame limit, so a large Commit goes over HTTP.
+    Mls {
+        conv_id: String,
+        client_msg_id: String,
+        kind: crate::mls::MlsKind,
+        epoch: i64,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        welcome: Option<crate::mls::WelcomeOut>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        add_users: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        remove_users: Vec<String>,
+    },
     /// Answered by a `pong`; also counts as activity against the server's idle timeout.
     Ping,
     /// The device's user is typing in `conv_id`: ephemeral, never in the log and never acked.
@@ -218,6 +233,12 @@ pub enum ServerFrame<Id = Option<String>, E = Event> {
         message: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_after_ms: Option<u64>,
+        /// `EPOCH_CONFLICT` only (docs/E2EE.md): the conversation's current epoch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch: Option<i64>,
+        /// `EPOCH_CONFLICT` only: the Commit that ended the refused message's epoch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        winning_seq: Option<i64>,
     },
     /// A committed event, full payload.
     Event { event: E },
@@ -494,6 +515,8 @@ mod tests {
                     code: "BAD_REQUEST".into(),
                     message: "malformed JSON".into(),
                     retry_after_ms: None,
+                    epoch: None,
+                    winning_seq: None,
                 },
                 json!({"type": "error", "req_id": null, "code": "BAD_REQUEST",
                        "message": "malformed JSON"}),
@@ -504,6 +527,8 @@ mod tests {
                     code: "RATE_LIMITED".into(),
                     message: "slow down".into(),
                     retry_after_ms: Some(250),
+                    epoch: None,
+                    winning_seq: None,
                 },
                 json!({"type": "error", "req_id": "s1", "code": "RATE_LIMITED",
                        "message": "slow down", "retry_after_ms": 250}),
@@ -611,6 +636,8 @@ mod tests {
                     code: "BAD_REQUEST".into(),
                     message: "x".into(),
                     retry_after_ms: None,
+                    epoch: None,
+                    winning_seq: None,
                 },
             ),
             (
@@ -620,6 +647,8 @@ mod tests {
                     code: "NOT_MEMBER".into(),
                     message: String::new(),
                     retry_after_ms: None,
+                    epoch: None,
+                    winning_seq: None,
                 },
             ),
             (

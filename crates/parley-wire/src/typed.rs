@@ -94,7 +94,8 @@ pub enum TypedEvent {
     Leave(MembershipChange),
     Edit(Edit),
     Reaction(Reaction),
-    Other(Event),
+    /// Boxed: a whole event is the largest variant by far, and the rarest.
+    Other(Box<Event>),
 }
 
 impl Event {
@@ -142,13 +143,13 @@ impl Event {
                     })
                 }
                 (message_id, sender_user, sender_device, client_msg_id) => {
-                    TypedEvent::Other(Event {
+                    TypedEvent::Other(Box::new(Event {
                         message_id,
                         sender_user,
                         sender_device,
                         client_msg_id,
                         ..self
-                    })
+                    }))
                 }
             },
             EventKind::Recall => match (self.sender_user, self.target_seq) {
@@ -159,18 +160,18 @@ impl Event {
                     sender_user,
                     target_seq,
                 }),
-                (sender_user, target_seq) => TypedEvent::Other(Event {
+                (sender_user, target_seq) => TypedEvent::Other(Box::new(Event {
                     sender_user,
                     target_seq,
                     ..self
-                }),
+                })),
             },
             EventKind::Join | EventKind::Leave => {
                 let Some(user) = self.subject_user else {
-                    return TypedEvent::Other(Event {
+                    return TypedEvent::Other(Box::new(Event {
                         subject_user: None,
                         ..self
-                    });
+                    }));
                 };
                 let change = MembershipChange {
                     conv_id: self.conv_id,
@@ -194,11 +195,11 @@ impl Event {
                     target_seq,
                     body: self.body,
                 }),
-                (sender_user, target_seq) => TypedEvent::Other(Event {
+                (sender_user, target_seq) => TypedEvent::Other(Box::new(Event {
                     sender_user,
                     target_seq,
                     ..self
-                }),
+                })),
             },
             EventKind::React | EventKind::Unreact => {
                 match (self.sender_user, self.target_seq, self.key) {
@@ -213,12 +214,12 @@ impl Event {
                             key,
                         })
                     }
-                    (sender_user, target_seq, key) => TypedEvent::Other(Event {
+                    (sender_user, target_seq, key) => TypedEvent::Other(Box::new(Event {
                         sender_user,
                         target_seq,
                         key,
                         ..self
-                    }),
+                    })),
                 }
             }
             // MLS events stay raw: only the SDK's `e2ee` layer can give them meaning.
@@ -226,7 +227,7 @@ impl Event {
             | EventKind::MlsProposal
             | EventKind::MlsCommit
             | EventKind::MlsWelcome
-            | EventKind::Other => TypedEvent::Other(self),
+            | EventKind::Other => TypedEvent::Other(Box::new(self)),
         }
     }
 }
@@ -317,13 +318,16 @@ mod tests {
     #[test]
     fn unknown_kinds_and_incomplete_events_stay_whole() {
         let poll = event(json!({"conv_id": "c", "seq": 7, "kind": "poll", "created_at": AT}));
-        assert_eq!(poll.typed(), TypedEvent::Other(poll.clone()));
+        assert_eq!(poll.typed(), TypedEvent::Other(Box::new(poll.clone())));
         let bodyless = event(
             json!({"conv_id": "c", "seq": 8, "kind": "msg", "created_at": AT,
             "body": "hi"}),
         );
-        assert_eq!(bodyless.typed(), TypedEvent::Other(bodyless.clone()));
+        assert_eq!(
+            bodyless.typed(),
+            TypedEvent::Other(Box::new(bodyless.clone()))
+        );
         let join = event(json!({"conv_id": "c", "seq": 9, "kind": "join", "created_at": AT}));
-        assert_eq!(join.typed(), TypedEvent::Other(join.clone()));
+        assert_eq!(join.typed(), TypedEvent::Other(Box::new(join.clone())));
     }
 }

@@ -93,6 +93,8 @@ pub fn error(req_id: Value, err: &ApiError) -> Message {
         code: err.code().to_owned(),
         message: err.to_string(),
         retry_after_ms: err.retry_after_ms(),
+        epoch: err.conflict().map(|(epoch, _)| epoch),
+        winning_seq: err.conflict().map(|(_, seq)| seq),
     })
 }
 

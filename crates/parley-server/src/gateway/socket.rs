@@ -389,6 +389,7 @@ async fn answer(
         FrameRequest::Edit(edit) => frames::reply(req_id, edit.run(state, device).await),
         FrameRequest::React(react) => frames::reply(req_id, react.run(state, device).await),
         FrameRequest::Search(search) => frames::reply(req_id, search.run(state, device).await),
+        FrameRequest::Mls(post) => frames::reply(req_id, post.run(state, device).await),
         FrameRequest::Typing(conv_id) => {
             match super::ephemeral::typing(state, device, conv_id).await {
                 Ok(()) => return None,

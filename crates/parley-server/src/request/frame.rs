@@ -20,6 +20,7 @@ pub enum FrameRequest {
     Edit(EditMessage),
     React(React),
     Search(SearchMessages),
+    Mls(Box<super::mls::PostMls>),
     /// Ephemeral: relayed, or refused with `NOT_MEMBER`; never acked.
     Typing(ConvId),
 }
@@ -47,6 +48,7 @@ impl FrameRequest {
             Self::Edit(_) => "edit",
             Self::React(_) => "react",
             Self::Search(_) => "search",
+            Self::Mls(_) => "mls",
             Self::Typing(_) => "typing",
         }
     }
@@ -114,6 +116,27 @@ fn checked(value: Value, body_bytes_max: usize) -> Result<FrameRequest, ApiError
             epoch,
         } => FrameRequest::Sync(SyncAfter::from_frame(&conv_id, after, limit, epoch)?),
         Request::Typing { conv_id } => FrameRequest::Typing(fields::conv_id(&conv_id)?),
+        Request::Mls {
+            conv_id,
+            client_msg_id,
+            kind,
+            epoch,
+            message,
+            welcome,
+            add_users,
+            remove_users,
+        } => FrameRequest::Mls(Box::new(super::mls::PostMls::new(
+            fields::conv_id(&conv_id)?,
+            parley_wire::MlsPost {
+                client_msg_id,
+                kind,
+                epoch,
+                message,
+                welcome,
+                add_users,
+                remove_users,
+            },
+        )?)),
         Request::Search {
             q,
             conv_id,

@@ -119,6 +119,7 @@ proptest! {
             Ok(FrameRequest::Search(search)) => {
                 prop_assert!(search.limit >= 1 && search.query.term_count() <= 16);
             }
+            Ok(FrameRequest::Mls(post)) => prop_assert!(post.post.epoch >= 0),
             Ok(FrameRequest::Read(_) | FrameRequest::Ping | FrameRequest::Typing(_)) => {}
             Err(e) => prop_assert!(
                 matches!(e.status().as_u16(), 400 | 413),

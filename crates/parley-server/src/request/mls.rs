@@ -63,7 +63,7 @@ fn users(field: &str, raw: &[String]) -> Result<Vec<UserId>, ApiError> {
 }
 
 /// A checked MLS write.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostMls {
     pub conv_id: ConvId,
     pub client_msg_id: ClientMsgId,
