@@ -7,6 +7,7 @@ mod conn_caps;
 mod conn_shutdown;
 mod conn_timeouts;
 mod cross_gateway;
+mod e2ee_api;
 mod event_window;
 mod gateway_leases;
 mod group_fanout;
