@@ -370,3 +370,17 @@ verify_on_both_stores!(
     "15-edit-matches-current-body"
 );
 verify_on_both_stores!(verify_15_search_over_websocket, "15-search-over-websocket");
+verify_on_both_stores!(verify_16_commit_first_wins, "16-commit-first-wins");
+verify_on_both_stores!(verify_16_stale_epoch_refused, "16-stale-epoch-refused");
+verify_on_both_stores!(
+    verify_16_welcome_only_named_devices,
+    "16-welcome-only-named-devices"
+);
+verify_on_both_stores!(
+    verify_16_membership_follows_commits,
+    "16-membership-follows-commits"
+);
+verify_on_both_stores!(
+    verify_16_key_packages_claimed_once,
+    "16-key-packages-claimed-once"
+);
