@@ -35,10 +35,12 @@ async fn frames_pushes_and_large_commits(store: StoreKind) -> Result<()> {
 
     // A Commit over the frame: it adds ben with a Welcome for his phone only.
     ana_ws
-        .send(json!({"type": "mls", "req_id": 1, "conv_id": conv, "client_msg_id": "c0",
+        .send(
+            json!({"type": "mls", "req_id": 1, "conv_id": conv, "client_msg_id": "c0",
                      "kind": "commit", "epoch": 0, "message": "Q09NTUlU", "add_users": ["ben"],
                      "welcome": {"message": "V0VMQ09NRQ==",
-                                 "devices": [{"user_id": "ben", "device_id": "d1"}]}}))
+                                 "devices": [{"user_id": "ben", "device_id": "d1"}]}}),
+        )
         .await?;
     let ack = ana_ws.next_of("ack", WAIT).await?;
     ensure!(ack["epoch"] == 1 && ack["welcome_seq"] == 4, "ack {ack}");
@@ -53,7 +55,8 @@ async fn frames_pushes_and_large_commits(store: StoreKind) -> Result<()> {
     let to_phone = welcome_on(&phone).context("the phone's welcome")?;
     let to_laptop = welcome_on(&laptop).context("the laptop's welcome")?;
     ensure!(
-        to_phone["mls_message"] == "V0VMQ09NRQ==" && to_phone["mls_devices"][0]["device_id"] == "d1",
+        to_phone["mls_message"] == "V0VMQ09NRQ=="
+            && to_phone["mls_devices"][0]["device_id"] == "d1",
         "the named device gets the Welcome: {to_phone}"
     );
     ensure!(
@@ -63,8 +66,10 @@ async fn frames_pushes_and_large_commits(store: StoreKind) -> Result<()> {
 
     // A second Commit for epoch 0 is refused over the frame with the winner's seq.
     ana_ws
-        .send(json!({"type": "mls", "req_id": 2, "conv_id": conv, "client_msg_id": "c1",
-                     "kind": "commit", "epoch": 0, "message": "QUdBSU4="}))
+        .send(
+            json!({"type": "mls", "req_id": 2, "conv_id": conv, "client_msg_id": "c1",
+                     "kind": "commit", "epoch": 0, "message": "QUdBSU4="}),
+        )
         .await?;
     let refused = ana_ws.next_of("error", WAIT).await?;
     ensure!(
