@@ -89,6 +89,12 @@ export function describeEvent(e, me) {
       return e.sender_user && e.sender_user !== e.subject_user
         ? who(e.sender_user) + " removed " + who(e.subject_user)
         : who(e.subject_user) + " left";
+    case "mls_application":
+      return who(e.sender_user) + ": encrypted message (open it in an app with end-to-end encryption)";
+    case "mls_proposal":
+    case "mls_commit":
+    case "mls_welcome":
+      return who(e.sender_user) + " changed the encryption keys";
     default:
       return e.kind;
   }
