@@ -8,12 +8,14 @@ use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
 use parley_client::e2ee::{Content, Decrypted, DeviceRef, E2ee, E2eeError};
-use parley_client::NewConversation;
+use parley_client::{Client, ClientOptions, NewConversation, RetryPolicy};
 use parley_testkit::{test_on_both_stores, ServerConfig, StoreKind, TestServer};
 use tempfile::TempDir;
 
 /// Key packages each device publishes: more than any test claims of one device.
 const KEY_PACKAGES: usize = 5;
+/// How long an impatient client waits for an answer: far less than a write held behind a lock.
+const IMPATIENT_MS: u64 = 300;
 
 /// The devices of a test, each with its key store in a directory of `root`.
 struct Devices<'a> {
@@ -45,7 +47,7 @@ impl<'a> Devices<'a> {
         self.open(client, user, device).await
     }
 
-    async fn open(&self, client: parley_client::Client, user: &str, device: &str) -> Result<E2ee> {
+    async fn open(&self, client: Client, user: &str, device: &str) -> Result<E2ee> {
         let e2ee = E2ee::open(client, self.dir(user, device)).await?;
         e2ee.publish_key_packages(KEY_PACKAGES).await?;
         Ok(e2ee)
@@ -539,5 +541,59 @@ async fn the_database_holds_no_plaintext(store: StoreKind) -> Result<()> {
         let seen = places_holding(&server, secret).await?;
         ensure!(seen.is_empty(), "{secret:?} is stored in {seen:?}");
     }
+    Ok(())
+}
+
+test_on_both_stores!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_commit_whose_answer_was_lost_is_settled
+);
+async fn a_commit_whose_answer_was_lost_is_settled(store: StoreKind) -> Result<()> {
+    let server = TestServer::start_on(store, ServerConfig::default()).await;
+    let d = Devices::new(&server)?;
+    let ana = d.user("ana").await?;
+    server.admin().create_user("ben", None).await?;
+    let token = server.admin().create_device("ben", "d1").await?;
+    // ben gives up on an answer after a short wait, and never resends on his own.
+    let impatient = ClientOptions {
+        request_timeout_ms: IMPATIENT_MS,
+        retry: RetryPolicy::none(),
+        ..ClientOptions::default()
+    };
+    let ben = d
+        .open(
+            Client::with_options(server.base_url(), &token, impatient)?,
+            "ben",
+            "d1",
+        )
+        .await?;
+    let conv = ana.create_conversation().await?;
+    let c = conv.conv_id.as_str();
+    ana.add_users(c, &["ben"]).await?;
+    ben.sync(c).await?;
+
+    // ben's Commit waits behind a lock until his client has stopped waiting for the answer.
+    let lock = server.sql().hold_write_lock(c).await?;
+    let lost = ben.update(c).await;
+    lock.release().await?;
+    ensure!(
+        matches!(&lost, Err(E2eeError::Client(e)) if e.is_retryable()),
+        "{lost:?}"
+    );
+    // Whether the server wrote it or not, ben's next write settles it first: from the log,
+    // or by resending the same Commit. Nobody ends in another epoch.
+    ben.send(c, "after the lost answer").await?;
+    let got = ana.sync(c).await?;
+    ensure!(undecryptable(&got) == 0, "{got:?}");
+    ensure!(texts(&got).last() == Some(&("ben".into(), "after the lost answer".into())));
+    ensure!(ana.epoch(c).await? == 2 && ben.epoch(c).await? == 2);
+    let commits = ana
+        .client()
+        .all_events(c)
+        .await?
+        .into_iter()
+        .filter(|e| e.kind == parley_client::EventKind::MlsCommit)
+        .count();
+    ensure!(commits == 2, "{commits} Commits");
     Ok(())
 }
