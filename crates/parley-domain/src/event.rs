@@ -126,7 +126,9 @@ pub struct WelcomeDevice {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MlsFields {
-    /// The epoch the message was made in; a Welcome's is the epoch its Commit started.
+    /// The epoch the message was made in; a Welcome's is the epoch its Commit started. Present
+    /// on MLS events only, so not required of an event in the document.
+    #[cfg_attr(feature = "openapi", schema(required = false))]
     pub mls_epoch: i64,
     /// Standard base64 of the MLS message; a Welcome's only for the devices it names.
     #[serde(skip_serializing_if = "Option::is_none")]

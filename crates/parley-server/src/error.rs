@@ -238,7 +238,8 @@ impl IntoResponse for ApiError {
         }
         let mut body = ErrorBody::new(self.code(), self.to_string());
         if let Some((epoch, winning_seq)) = self.conflict() {
-            body.error.conflict = Some(parley_wire::EpochConflict { epoch, winning_seq });
+            body.error.epoch = Some(epoch);
+            body.error.winning_seq = Some(winning_seq);
         }
         let mut response = (self.status(), Json(body)).into_response();
         if let Self::RangeNotSatisfiable { len } = &self {

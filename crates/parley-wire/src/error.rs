@@ -155,9 +155,12 @@ pub struct ErrorDetail {
     pub code: String,
     #[serde(default)]
     pub message: String,
-    /// `EPOCH_CONFLICT` only: the conversation's current epoch and the Commit that won.
-    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
-    pub conflict: Option<crate::mls::EpochConflict>,
+    /// `EPOCH_CONFLICT` only (docs/E2EE.md): the conversation's current epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    /// `EPOCH_CONFLICT` only: the Commit that ended the refused message's epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winning_seq: Option<i64>,
 }
 
 impl ErrorBody {
@@ -166,7 +169,8 @@ impl ErrorBody {
             error: ErrorDetail {
                 code: code.into(),
                 message: message.into(),
-                conflict: None,
+                epoch: None,
+                winning_seq: None,
             },
         }
     }

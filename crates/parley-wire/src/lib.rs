@@ -34,8 +34,8 @@ pub use answer::{
 pub use error::{code, ErrorBody, ErrorCode, ErrorDetail};
 pub use frame::{ClientFrame, EchoedReqId, FrameError, Request, ServerFrame};
 pub use mls::{
-    ClaimedKeyPackage, ClaimedKeyPackages, DeviceRef, EpochConflict, KeyPackageCount,
-    KeyPackageUpload, MlsAck, MlsKind, MlsPost, WelcomeOut,
+    ClaimedKeyPackage, ClaimedKeyPackages, DeviceRef, KeyPackageCount, KeyPackageUpload, MlsAck,
+    MlsKind, MlsPost, WelcomeOut,
 };
 pub use push::{
     NotificationLevel, NotificationSettings, PushPayload, PushRegistration, PushTargetInfo,

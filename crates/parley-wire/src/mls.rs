@@ -128,16 +128,6 @@ pub struct MlsAck {
     pub welcome_seq: Option<i64>,
 }
 
-/// The details of a 409 `EPOCH_CONFLICT`, beside `code` and `message` in the error object.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EpochConflict {
-    /// The conversation's current epoch.
-    pub epoch: i64,
-    /// The Commit that ended the epoch the refused message was made in.
-    pub winning_seq: i64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

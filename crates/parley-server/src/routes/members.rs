@@ -46,7 +46,9 @@ pub struct ChangeSeq {
             body = ErrorBody),
         (status = 404, description = "`NOT_MEMBER` (the caller) or `NOT_FOUND` (no such user).",
             body = ErrorBody),
-        (status = 409, description = "`ALREADY_MEMBER`: the user is a member.", body = ErrorBody),
+        (status = 409, description = "`ALREADY_MEMBER`: the user is a member; \
+            `ENCRYPTED_CONVERSATION`: members of an encrypted conversation join by a Commit \
+            (docs/E2EE.md).", body = ErrorBody),
         (status = 413, description = "`REQUEST_TOO_LARGE`: the body is over the request limit.",
             body = ErrorBody),
         (status = 415, description = "`UNSUPPORTED_MEDIA_TYPE`: the body is not \
@@ -89,6 +91,8 @@ pub async fn add(
             body = ErrorBody),
         (status = 404, description = "`NOT_MEMBER` (the caller) or `NOT_FOUND` (the target is \
             no member).", body = ErrorBody),
+        (status = 409, description = "`ENCRYPTED_CONVERSATION`: members of an encrypted \
+            conversation leave by a Commit (docs/E2EE.md).", body = ErrorBody),
         (status = 503, description = "`UNAVAILABLE` or `OUTCOME_UNKNOWN`: the store did not \
             answer or confirm.", body = ErrorBody),
     )

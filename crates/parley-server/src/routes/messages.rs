@@ -33,7 +33,8 @@ use crate::state::AppState;
             conversation; `NOT_FOUND`: `reply_to` or `thread_root` names no message the \
             sender may see.", body = ErrorBody),
         (status = 409, description = "`IDEMPOTENCY_MISMATCH`: the key was used for another \
-            request; `RECALLED`: `reply_to` or `thread_root` names a recalled message.",
+            request; `RECALLED`: `reply_to` or `thread_root` names a recalled message; \
+            `ENCRYPTED_CONVERSATION`: plaintext into an encrypted conversation.",
             body = ErrorBody),
         (status = 413, description = "`BODY_TOO_LARGE` (the message body) or \
             `REQUEST_TOO_LARGE` (the request).", body = ErrorBody),
