@@ -132,6 +132,7 @@ pub(crate) fn locked(row: &impl SqlRow) -> Result<Locked, StoreError> {
         member_count: count(row.int("member_count")?)?,
         delivery_mode: delivery_mode(row.str("delivery_mode")?)?,
         pull_threshold: threshold(row.opt_int("pull_threshold")?),
+        mls_epoch: row.opt_int("mls_epoch")?,
     })
 }
 

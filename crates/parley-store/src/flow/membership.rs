@@ -29,11 +29,14 @@ pub(crate) struct Locked {
     pub delivery_mode: DeliveryMode,
     /// The stored member count at which this group becomes pull.
     pub pull_threshold: Option<u32>,
+    /// The MLS epoch of an encrypted conversation (docs/E2EE.md); `None` for a plain one.
+    pub mls_epoch: Option<i64>,
 }
 
 pub(crate) trait MembershipTx: WriteTx {
     /// Locks conversation `$1` for this transaction and reads `kind`, `next_seq`,
-    /// `msg_count`, `member_count`, `delivery_mode` and `pull_threshold` (integers as 64 bits).
+    /// `msg_count`, `member_count`, `delivery_mode`, `pull_threshold` and `mls_epoch` (integers as
+    /// 64 bits).
     const LOCK_FOR_CHANGE_SQL: &'static str;
 
     /// Locks the conversation and reads it; `None` when it does not exist.

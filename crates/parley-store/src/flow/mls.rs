@@ -49,7 +49,6 @@ pub(crate) trait MlsTx: MembershipTx {
     fn append_mls_event(&mut self, event: &NewMlsEvent<'_>) -> impl StoreFuture<DateTime<Utc>>;
 }
 
-const EPOCH_SQL: &str = "SELECT mls_epoch FROM conversations WHERE conv_id = $1";
 /// The Commit that ended epoch `$2`.
 const COMMIT_OF_EPOCH_SQL: &str = "SELECT seq FROM events
    WHERE conv_id = $1 AND kind = 'mls_commit' AND mls_epoch = $2";
@@ -150,11 +149,8 @@ pub(crate) async fn post_mls<B: Backend>(
     let Some(mut locked) = locked else {
         return Err(Rejection::NotMember.into());
     };
-    let epoch_row = tx.fetch_optional(EPOCH_SQL, &[Arg::Text(conv)]).await?;
-    let current_epoch = epoch_row
-        .map(|r| r.opt_int("mls_epoch"))
-        .transpose()?
-        .flatten();
+    // The epoch was read with the lock: no Commit can move it before this transaction ends.
+    let current_epoch = locked.mls_epoch;
     match decide(&check, None, &req.request_hash)? {
         SendDecision::Write => {}
         SendDecision::Replay {
@@ -342,19 +338,25 @@ async fn remove<T: MlsTx>(
 }
 
 /// A Welcome goes only to devices of members (after the Commit's joins and leaves), so it
-/// cannot be used to show anything to an outsider.
+/// cannot be used to show anything to an outsider. Users the Commit added are members; any
+/// other is read once, however many of their devices the Welcome names.
 async fn check_welcome_devices<T: MlsTx>(
     tx: &mut T,
     req: &MlsRequest,
     devices: &[WelcomeDevice],
 ) -> Result<(), StoreError> {
-    for device in devices {
-        let user = UserId::from_trusted(device.user_id.clone());
+    let mut users: Vec<&str> = devices.iter().map(|d| d.user_id.as_str()).collect();
+    users.sort_unstable();
+    users.dedup();
+    for user in users {
+        if req.add_users.iter().any(|u| u.as_str() == user) {
+            continue;
+        }
+        let user = UserId::from_trusted(user.to_owned());
         let parties = tx.parties(&req.conv_id, &req.sender_user, &user).await?;
         if parties.target_role.is_none() {
             return Err(Rejection::BadRequest(format!(
-                "the Welcome names a device of {}, who is not a member after the Commit",
-                device.user_id
+                "the Welcome names a device of {user}, who is not a member after the Commit"
             ))
             .into());
         }

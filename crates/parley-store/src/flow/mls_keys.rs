@@ -15,7 +15,12 @@ use crate::query::{Arg, SqlRow};
 
 /// The backend's part: the statements whose types or locking differ.
 pub(crate) trait KeyPackageTx: WriteTx {
-    /// Inserts one package of the device; `last_resort` replaces its last-resort package.
+    /// Deletes and answers (`key_package`) the oldest ordinary package of user `$1`'s device
+    /// `$2`. PostgreSQL skips a package a concurrent claim holds, so two claims never wait for
+    /// and then miss the same one; SQLite's write lock serialises claims anyway.
+    const TAKE_KEY_PACKAGE_SQL: &'static str;
+
+    /// Inserts one package of the device (its column types differ per backend).
     fn insert_key_package(
         &mut self,
         user: &UserId,
@@ -23,22 +28,31 @@ pub(crate) trait KeyPackageTx: WriteTx {
         key_package: &str,
         last_resort: bool,
     ) -> impl StoreFuture<()>;
-    /// Takes the device's oldest ordinary package out of the directory, skipping any that a
-    /// concurrent claim holds, so two claims never get the same one.
-    fn take_key_package(&mut self, user: &UserId, device: &str)
-        -> impl StoreFuture<Option<String>>;
-    /// The device's last-resort package, left in place.
-    fn last_resort_package(
-        &mut self,
-        user: &UserId,
-        device: &str,
-    ) -> impl StoreFuture<Option<String>>;
     /// The device's unclaimed ordinary packages and whether it has a last-resort one.
     fn key_package_stock(
         &mut self,
         user: &UserId,
         device: &DeviceId,
     ) -> impl StoreFuture<(u32, bool)>;
+}
+
+const DELETE_LAST_RESORT_SQL: &str =
+    "DELETE FROM key_packages WHERE user_id = $1 AND device_id = $2 AND last_resort";
+const LAST_RESORT_SQL: &str = "SELECT key_package FROM key_packages
+   WHERE user_id = $1 AND device_id = $2 AND last_resort";
+
+/// The package `statement` answers for `user`'s `device`, if any.
+async fn package_of(
+    tx: &mut impl Sql,
+    statement: &'static str,
+    user: &UserId,
+    device: &str,
+) -> Result<Option<String>, StoreError> {
+    let args = [Arg::Text(user.as_str()), Arg::Text(device)];
+    tx.fetch_optional(statement, &args)
+        .await?
+        .map(|r| r.string("key_package"))
+        .transpose()
 }
 
 const USER_EXISTS_SQL: &str = "SELECT 1 AS one FROM users WHERE user_id = $1";
@@ -65,6 +79,11 @@ pub(crate) async fn publish<B: Backend>(
             .await?;
     }
     if let Some(package) = &batch.last_resort {
+        let args = [
+            Arg::Text(batch.user_id.as_str()),
+            Arg::Text(batch.device_id.as_str()),
+        ];
+        tx.execute(DELETE_LAST_RESORT_SQL, &args).await?;
         tx.insert_key_package(&batch.user_id, &batch.device_id, package, true)
             .await?;
     }
@@ -107,13 +126,16 @@ pub(crate) async fn claim<B: Backend>(
     let mut claimed = Vec::with_capacity(devices.len());
     for row in &devices {
         let device = row.string("device_id")?;
-        if let Some(key_package) = tx.take_key_package(user, &device).await? {
+        let taken = package_of(&mut tx, B::Tx::TAKE_KEY_PACKAGE_SQL, user, &device).await?;
+        if let Some(key_package) = taken {
             claimed.push(ClaimedPackage {
                 device_id: device,
                 key_package,
                 last_resort: false,
             });
-        } else if let Some(key_package) = tx.last_resort_package(user, &device).await? {
+        } else if let Some(key_package) =
+            package_of(&mut tx, LAST_RESORT_SQL, user, &device).await?
+        {
             claimed.push(ClaimedPackage {
                 device_id: device,
                 key_package,

@@ -72,7 +72,7 @@ impl MembershipTx for PgTx<'_> {
     const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT
            CASE WHEN mls_epoch IS NULL THEN kind ELSE 'encrypted' END AS kind, next_seq, msg_count,
            member_count::bigint AS member_count, delivery_mode,
-           pull_threshold::bigint AS pull_threshold
+           pull_threshold::bigint AS pull_threshold, mls_epoch
       FROM conversations WHERE conv_id = $1 FOR NO KEY UPDATE";
 
     async fn append_join(

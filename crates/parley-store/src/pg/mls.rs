@@ -48,6 +48,12 @@ impl MlsTx for PgTx<'_> {
 }
 
 impl KeyPackageTx for PgTx<'_> {
+    const TAKE_KEY_PACKAGE_SQL: &'static str = "DELETE FROM key_packages WHERE package_id = (
+           SELECT package_id FROM key_packages
+            WHERE user_id = $1 AND device_id = $2 AND NOT last_resort
+            ORDER BY package_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING key_package";
+
     async fn insert_key_package(
         &mut self,
         user: &UserId,
@@ -55,15 +61,6 @@ impl KeyPackageTx for PgTx<'_> {
         key_package: &str,
         last_resort: bool,
     ) -> Result<(), StoreError> {
-        if last_resort {
-            sqlx::query(
-                "DELETE FROM key_packages WHERE user_id = $1 AND device_id = $2 AND last_resort",
-            )
-            .bind(user.as_str())
-            .bind(device.as_str())
-            .execute(&mut **self)
-            .await?;
-        }
         sqlx::query(
             "INSERT INTO key_packages (user_id, device_id, key_package, last_resort)
              VALUES ($1, $2, $3, $4)",
@@ -75,41 +72,6 @@ impl KeyPackageTx for PgTx<'_> {
         .execute(&mut **self)
         .await?;
         Ok(())
-    }
-
-    /// `SKIP LOCKED`: a concurrent claim of the same device takes the next package instead of
-    /// waiting for this one and then finding it gone.
-    async fn take_key_package(
-        &mut self,
-        user: &UserId,
-        device: &str,
-    ) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "DELETE FROM key_packages WHERE package_id = (
-               SELECT package_id FROM key_packages
-                WHERE user_id = $1 AND device_id = $2 AND NOT last_resort
-                ORDER BY package_id LIMIT 1 FOR UPDATE SKIP LOCKED)
-             RETURNING key_package",
-        )
-        .bind(user.as_str())
-        .bind(device)
-        .fetch_optional(&mut **self)
-        .await?)
-    }
-
-    async fn last_resort_package(
-        &mut self,
-        user: &UserId,
-        device: &str,
-    ) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT key_package FROM key_packages
-              WHERE user_id = $1 AND device_id = $2 AND last_resort",
-        )
-        .bind(user.as_str())
-        .bind(device)
-        .fetch_optional(&mut **self)
-        .await?)
     }
 
     async fn key_package_stock(

@@ -103,7 +103,7 @@ impl MembershipTx for Tx<'_> {
     /// The write lock is held already; this reads the row. This store keeps no message count.
     const LOCK_FOR_CHANGE_SQL: &'static str = "SELECT
            CASE WHEN mls_epoch IS NULL THEN kind ELSE 'encrypted' END AS kind, next_seq, 0 AS msg_count, member_count,
-           delivery_mode, pull_threshold
+           delivery_mode, pull_threshold, mls_epoch
       FROM conversations WHERE conv_id = $1";
 
     async fn append_join(

@@ -52,6 +52,12 @@ impl MlsTx for Tx<'_> {
 }
 
 impl KeyPackageTx for Tx<'_> {
+    const TAKE_KEY_PACKAGE_SQL: &'static str = "DELETE FROM key_packages WHERE package_id = (
+           SELECT package_id FROM key_packages
+            WHERE user_id = $1 AND device_id = $2 AND NOT last_resort
+            ORDER BY package_id LIMIT 1)
+         RETURNING key_package";
+
     async fn insert_key_package(
         &mut self,
         user: &UserId,
@@ -59,15 +65,6 @@ impl KeyPackageTx for Tx<'_> {
         key_package: &str,
         last_resort: bool,
     ) -> Result<(), StoreError> {
-        if last_resort {
-            sqlx::query(
-                "DELETE FROM key_packages WHERE user_id = $1 AND device_id = $2 AND last_resort",
-            )
-            .bind(user.as_str())
-            .bind(device.as_str())
-            .execute(&mut **self)
-            .await?;
-        }
         sqlx::query(
             "INSERT INTO key_packages (user_id, device_id, key_package, last_resort, created_at)
              VALUES ($1, $2, $3, $4, $5)",
@@ -80,39 +77,6 @@ impl KeyPackageTx for Tx<'_> {
         .execute(&mut **self)
         .await?;
         Ok(())
-    }
-
-    async fn take_key_package(
-        &mut self,
-        user: &UserId,
-        device: &str,
-    ) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "DELETE FROM key_packages WHERE package_id = (
-               SELECT package_id FROM key_packages
-                WHERE user_id = $1 AND device_id = $2 AND NOT last_resort
-                ORDER BY package_id LIMIT 1)
-             RETURNING key_package",
-        )
-        .bind(user.as_str())
-        .bind(device)
-        .fetch_optional(&mut **self)
-        .await?)
-    }
-
-    async fn last_resort_package(
-        &mut self,
-        user: &UserId,
-        device: &str,
-    ) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT key_package FROM key_packages
-              WHERE user_id = $1 AND device_id = $2 AND last_resort",
-        )
-        .bind(user.as_str())
-        .bind(device)
-        .fetch_optional(&mut **self)
-        .await?)
     }
 
     async fn key_package_stock(

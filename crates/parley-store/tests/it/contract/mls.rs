@@ -11,7 +11,7 @@ use parley_domain::{
 };
 use parley_store::{EventsQuery, KeyPackageBatch, MlsOutcome, MlsRequest, Store, StoreError};
 
-use super::{new_conv, send, user};
+use super::{new_conv, user};
 
 fn post(
     conv: &ConvId,
@@ -211,7 +211,6 @@ pub async fn removal_and_kind_rules(store: &dyn Store) -> Result<()> {
             })
             == Some(Rejection::EncryptedConversation)
     );
-    let _ = send;
     Ok(())
 }
 
